@@ -1,0 +1,17 @@
+"""The Speculative Decoding Explorer: a decoding engine that records every round, and views of it."""
+
+from .api import METHODS, Decoding, decode, stream
+from .engine.trace import RoundTrace, RunTrace
+from .errors import ExplorerError, ModelLoadError, TraceFormatError
+from .models import LoadedModel, load
+
+
+def load_trace(text: str | bytes) -> RunTrace:
+    """A trace from its JSON text (validated; ``TraceFormatError`` for a malformed or foreign file)."""
+    return RunTrace.from_json(text)
+
+
+__all__ = [
+    "METHODS", "Decoding", "ExplorerError", "LoadedModel", "ModelLoadError", "RoundTrace", "RunTrace",
+    "TraceFormatError", "decode", "load", "load_trace", "stream",
+]

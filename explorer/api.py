@@ -1,0 +1,197 @@
+"""The public Python API: ``decode`` (a whole run) and ``stream`` (round by round).
+
+Both resolve the model, draft, controller and sampling settings, validate them (every bad value raises
+``ExplorerError`` with one readable line), and run the engine's round loop. ``stream`` returns a
+``Decoding``: iterate it for ``RoundTrace`` objects as they are decoded; ``Decoding.trace()`` is the
+``RunTrace`` of what has been decoded so far, so a run stopped half way is still a usable trace.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+
+from . import theory
+from .engine.controllers import make_controller
+from .engine.drafters import make_drafter
+from .engine.sampling import Rng, SamplingConfig
+from .engine.speculative import decode_rounds
+from .engine.trace import RoundTrace, RunTrace, Settings, Summary
+from .errors import ExplorerError
+from .models import LoadedModel, load
+
+METHODS = {
+    "ar": "autoregressive: one target forward per token (the baseline)",
+    "speculative": "speculative sampling (Leviathan et al.): draft γ tokens, verify them in one target pass",
+}
+MAX_NEW_TOKENS = 4096
+
+
+class Decoding:
+    """A run in progress: iterate for rounds; ``trace()`` at any time for the run so far."""
+
+    def __init__(self, target: LoadedModel, method: str, draft_name: str | None, settings: Settings,
+                 prompt_ids: list[int], prompt: str | None, rounds: Iterator[tuple[RoundTrace, float]]):
+        self.target = target
+        self.method = method
+        self.draft_name = draft_name
+        self.settings = settings
+        self.prompt_ids = tuple(prompt_ids)
+        self.prompt = prompt
+        self.rounds: list[RoundTrace] = []
+        self._record_s = 0.0
+        self._source = rounds
+        self._finished = False
+
+    def __iter__(self) -> Iterator[RoundTrace]:
+        for record, record_s in self._source:
+            self.rounds.append(record)
+            self._record_s += record_s
+            yield record
+        self._finished = True
+
+    def run(self) -> RunTrace:
+        """Decode to the end and return the trace."""
+        for _ in self:
+            pass
+        return self.trace()
+
+    def trace(self) -> RunTrace:
+        """The run so far; ``summary.stop_reason`` is ``stopped`` when it has not finished."""
+        rounds = tuple(self.rounds)
+        output = [t for r in rounds for t in r.emitted]
+        if not self._finished:
+            stop = "stopped"
+        elif output and output[-1] in self.target.eos_token_ids:
+            stop = "eos"
+        else:
+            stop = "max_new_tokens"
+        every_id = list(self.prompt_ids) + output
+        for r in rounds:
+            every_id += list(r.drafted)
+            for rows in (r.draft_top, r.target_top):
+                every_id += [i for row in rows for i, _ in row]
+            every_id += [i for i, _ in (r.residual_top or ())]
+        return RunTrace(
+            method=self.method, model=self.target.name, draft=self.draft_name, settings=self.settings,
+            prompt_ids=self.prompt_ids, output_ids=tuple(output), text=self.target.decode(output),
+            rounds=rounds, summary=summarize(rounds, self._record_s, stop), prompt=self.prompt,
+            device=str(self.target.device), dtype=str(self.target.dtype).replace("torch.", ""),
+            token_text=self.target.token_texts(every_id),
+        )
+
+
+def summarize(rounds: tuple[RoundTrace, ...], record_s: float, stop_reason: str) -> Summary:
+    """Run totals from the rounds (see ``Summary`` for the definitions)."""
+    new_tokens = sum(len(r.emitted) for r in rounds)
+    drafted = sum(len(r.drafted) for r in rounds)
+    accepted = sum(r.n_accepted for r in rounds)
+    tested = sum(r.n_accepted + (r.event == "rejected") for r in rounds)
+    target_forwards = sum(r.target_forwards for r in rounds)
+    draft_forwards = sum(r.draft_forwards for r in rounds)
+    draft_s = sum(r.timing.draft_s for r in rounds)
+    verify_s = sum(r.timing.verify_s for r in rounds)
+    other_s = sum(r.timing.other_s for r in rounds)
+    wall_s = draft_s + verify_s + other_s + record_s
+    drafting = [r for r in rounds if r.drafted]
+    mean_gamma = sum(len(r.drafted) for r in drafting) / len(drafting) if drafting else 0.0
+    alpha = accepted / tested if tested else None
+    c = _cost_ratio(rounds)
+    predicted = None
+    if alpha is not None and c is not None and mean_gamma > 0:
+        predicted = float(theory.speedup(min(alpha, 1.0), mean_gamma, c))
+    return Summary(
+        new_tokens=new_tokens, rounds=len(rounds), drafted=drafted, accepted=accepted,
+        acceptance_rate=accepted / drafted if drafted else None, alpha_hat=alpha, mean_gamma=mean_gamma,
+        tokens_per_target_forward=new_tokens / target_forwards if target_forwards else None,
+        target_forwards=target_forwards, draft_forwards=draft_forwards, draft_s=draft_s, verify_s=verify_s,
+        other_s=other_s, wall_s=wall_s, tokens_per_s=new_tokens / wall_s if wall_s > 0 else None,
+        c_measured=c, predicted_speedup=predicted, record_s=record_s, stop_reason=stop_reason,
+    )
+
+
+def _cost_ratio(rounds) -> float | None:
+    """c = seconds per draft forward / seconds per target forward, over the rounds after the first (the
+    first verification also runs the whole prompt, which would make the target look slow)."""
+    later = [r for r in rounds[1:] if r.drafted]
+    draft_forwards = sum(r.draft_forwards for r in later)
+    if not later:
+        return None
+    per_target = sum(r.timing.verify_s for r in later) / sum(r.target_forwards for r in later)
+    per_draft = sum(r.timing.draft_s for r in later) / draft_forwards if draft_forwards else 0.0
+    return per_draft / per_target if per_target > 0 else None
+
+
+def stream(model, prompt: str | None = None, *, prompt_ids: list[int] | None = None, method: str | None = None,
+           draft=None, gamma: int = 4, controller: str = "fixed", temperature: float = 0.0, top_k: int = 0,
+           top_p: float = 1.0, max_new_tokens: int = 64, seed: int = 0, chat: bool = True,
+           device=None, dtype=None) -> Decoding:
+    """Start a run and return it as an iterable ``Decoding`` of rounds.
+
+    ``model`` and ``draft`` take a spec string (``default``, ``hf:ORG/NAME``, ``tiny-random:SEED``), a
+    ``LoadedModel`` or a ``transformers`` model object; ``draft`` also takes ``early-exit:N`` and
+    ``prompt-lookup:n``. ``method`` defaults to ``speculative`` when a draft is given, else ``ar``.
+    """
+    target = _load_cached(model, device, dtype)
+    method = method or ("speculative" if draft is not None else "ar")
+    if method not in METHODS:
+        raise ExplorerError(f"unknown method {method!r}: use one of {', '.join(METHODS)}")
+    cfg = SamplingConfig(float(temperature), top_k, float(top_p))
+    ctrl = make_controller(controller, gamma)
+    if not isinstance(max_new_tokens, int) or not 1 <= max_new_tokens <= MAX_NEW_TOKENS:
+        raise ExplorerError(f"max_new_tokens must be a whole number from 1 to {MAX_NEW_TOKENS}, got {max_new_tokens!r}")
+    if not isinstance(seed, int) or seed < 0:
+        raise ExplorerError(f"seed must be a whole number >= 0, got {seed!r}")
+    ids = _prompt_ids(target, prompt, prompt_ids, chat, max_new_tokens)
+    drafter = None
+    if method == "speculative":
+        if draft is None:
+            raise ExplorerError("method 'speculative' needs a draft: model:<name>, early-exit:N or prompt-lookup:n")
+        drafter = make_drafter(draft, target, lambda spec: _load_cached(spec, device, dtype))
+    settings = Settings(temperature=cfg.temperature, top_k=cfg.top_k, top_p=cfg.top_p, gamma=gamma,
+                        controller=controller, seed=seed, max_new_tokens=max_new_tokens, chat=chat)
+    rounds = decode_rounds(target, drafter, ctrl, cfg, ids, max_new_tokens, Rng(seed))
+    return Decoding(target, method, drafter.spec if drafter else None, settings, ids, prompt, rounds)
+
+
+def decode(model, prompt: str | None = None, **kwargs) -> RunTrace:
+    """Decode a whole run and return its ``RunTrace`` (same arguments as ``stream``)."""
+    return stream(model, prompt, **kwargs).run()
+
+
+_LOADED: dict[tuple, LoadedModel] = {}
+
+
+def _load_cached(spec, device, dtype) -> LoadedModel:
+    """Load each model spec once per process; loaded models are shared read-only."""
+    if not isinstance(spec, str):
+        return load(spec, device=device, dtype=dtype)
+    key = (spec.strip(), str(device), str(dtype))
+    if key not in _LOADED:
+        _LOADED[key] = load(spec, device=device, dtype=dtype)
+    return _LOADED[key]
+
+
+def _prompt_ids(target: LoadedModel, prompt, prompt_ids, chat: bool, max_new_tokens: int) -> list[int]:
+    if prompt_ids is not None:
+        if prompt is not None:
+            raise ExplorerError("give either a prompt or prompt_ids, not both")
+        ids = [int(i) for i in prompt_ids]
+        bad = [i for i in ids if not 0 <= i < target.vocab_size]
+        if bad:
+            raise ExplorerError(f"prompt_ids has ids outside the vocabulary [0, {target.vocab_size}): {bad[:5]}")
+    else:
+        if prompt is None or not str(prompt).strip():
+            raise ExplorerError("the prompt is empty: type some text (or pass prompt_ids)")
+        ids = target.encode(str(prompt), chat=chat)
+    if not ids:
+        raise ExplorerError("the prompt has no tokens")
+    limit = getattr(target.model.config, "max_position_embeddings", None)
+    if limit and len(ids) + max_new_tokens > limit:
+        raise ExplorerError(
+            f"the prompt ({len(ids)} tokens) plus max_new_tokens ({max_new_tokens}) exceeds the model's "
+            f"context of {limit} tokens: shorten the prompt or ask for fewer tokens"
+        )
+    return ids
+
+

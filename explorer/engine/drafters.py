@@ -1,0 +1,148 @@
+"""Drafters: propose up to k tokens, with their draft distributions q when they have them.
+
+Protocol (``Drafter``): ``propose(context, k, ...)`` returns a ``Proposal``; ``rollback(context)`` drops
+whatever the drafter cached past the committed context. Three kinds:
+
+    model:<name>       a separate small model with the target's vocabulary
+    early-exit:N       a view of the target's first N layers plus an exit head (EESD 3.1)
+    prompt-lookup:n    copy what followed the last earlier occurrence of the context's final n-gram
+                       (Leviathan et al. 3.6; deterministic, so q is a point mass)
+
+Shape legend: K drafted tokens, V vocabulary.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+
+from ..errors import ExplorerError
+from .cache import CachedForward, common_prefix
+from .controllers import Controller
+from .forward import EarlyExitForward, full_forward
+from .sampling import Rng, SamplingConfig, choose, distribution
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """Drafted ids and, for a model draft, their distributions q (K, V); None means point masses."""
+
+    tokens: list[int]
+    q: torch.Tensor | None = None
+    forwards: int = 0
+
+
+NO_PROPOSAL = Proposal([])
+
+
+class Drafter(Protocol):
+    spec: str
+
+    def propose(self, context: list[int], k: int, cfg: SamplingConfig, rng: Rng,
+                controller: Controller) -> Proposal: ...
+
+    def rollback(self, context: list[int]) -> None: ...
+
+
+class ForwardDrafter:
+    """Drafts autoregressively with any forward function that has its own KV cache.
+
+    Each step runs one token (the cache keeps everything before), draws from q with the run's sampling
+    warp, and asks the controller whether to go on.
+    """
+
+    def __init__(self, spec: str, forward, device: torch.device):
+        self.spec = spec
+        self.runner = CachedForward(forward, device)
+
+    def propose(self, context, k, cfg, rng, controller) -> Proposal:
+        sequence = list(context)
+        tokens, rows = [], []
+        before = self.runner.forwards
+        for step in range(k):
+            q_row = distribution(self.runner.logits(sequence, 1), cfg)[0]  # (V,)
+            token = choose(q_row, cfg, rng.on(q_row.device))
+            tokens.append(token)
+            rows.append(q_row)
+            sequence.append(token)
+            if not controller.keep_drafting(step, q_row):
+                break
+        q = torch.stack(rows) if rows else None  # (K, V)
+        return Proposal(tokens, q, self.runner.forwards - before)
+
+    def rollback(self, context: list[int]) -> None:
+        self.runner.truncate(common_prefix(self.runner.ids, context))
+
+
+class PromptLookupDrafter:
+    """Copy the continuation of the most recent earlier match of the context's last n-gram (trying n,
+    then shorter n-grams down to 1, as Hugging Face's prompt lookup does). No model, no forward."""
+
+    def __init__(self, n: int):
+        self.n = n
+        self.spec = f"prompt-lookup:{n}"
+
+    def propose(self, context, k, cfg, rng, controller) -> Proposal:
+        length = len(context)
+        for size in range(min(self.n, length - 1), 0, -1):
+            tail = context[length - size:]
+            # the most recent earlier occurrence that has at least one token after it
+            for start in range(length - size - 1, -1, -1):
+                if context[start:start + size] == tail:
+                    follow = context[start + size: start + size + k]
+                    return Proposal(list(follow))
+        return NO_PROPOSAL
+
+    def rollback(self, context: list[int]) -> None:
+        pass
+
+
+def make_drafter(spec, target, load_model) -> Drafter:
+    """A drafter from a spec string, a loaded model or a ``transformers`` model object.
+
+    ``load_model`` turns a model spec or object into a ``LoadedModel`` (``explorer.models.load``).
+    """
+    if not isinstance(spec, str):
+        return _model_drafter(load_model(spec), target)
+    kind, _, arg = spec.strip().partition(":")
+    if kind == "model" and arg:
+        return _model_drafter(load_model(arg), target, spec)
+    if kind == "early-exit":
+        n = _positive_int(arg, spec, "early-exit:N (N = layers of the target to keep)")
+        return ForwardDrafter(spec, EarlyExitForward(target.model, n), target.device)
+    if kind == "prompt-lookup":
+        n = _positive_int(arg, spec, "prompt-lookup:n (n = the n-gram size)")
+        return PromptLookupDrafter(n)
+    raise ExplorerError(
+        f"unknown draft {spec!r}: use model:<name>, early-exit:N or prompt-lookup:n"
+    )
+
+
+def _model_drafter(draft, target, spec: str | None = None) -> ForwardDrafter:
+    if draft.vocab_size != target.vocab_size or not _same_tokenizer(draft.tokenizer, target.tokenizer):
+        raise ExplorerError(
+            f"the draft {draft.name!r} and the target {target.name!r} have different vocabularies "
+            f"({draft.vocab_size} vs {target.vocab_size} ids): a draft model must share the target's tokenizer"
+        )
+    return ForwardDrafter(spec or f"model:{draft.name}", full_forward(draft.model), draft.device)
+
+
+def _same_tokenizer(a, b) -> bool:
+    if a is None or b is None or a is b:
+        return True
+    vocab_a, vocab_b = getattr(a, "get_vocab", None), getattr(b, "get_vocab", None)
+    if vocab_a is None or vocab_b is None:
+        return type(a) is type(b)
+    return vocab_a() == vocab_b()
+
+
+def _positive_int(text: str, spec: str, form: str) -> int:
+    try:
+        value = int(text)
+        if value < 1:
+            raise ValueError
+    except ValueError:
+        raise ExplorerError(f"bad draft {spec!r}: write {form} with a whole number >= 1") from None
+    return value

@@ -1,0 +1,145 @@
+"""The round loop shared by ``ar`` and ``speculative`` (Leviathan et al., Algorithm 1).
+
+One round:
+    1. draft   — the drafter proposes K = controller.draft_length() tokens (K = 0 for ``ar``)
+    2. verify  — one target forward over the K drafts (plus the pending token) gives p for K + 1 positions
+    3. accept  — greedy prefix match, or accept w.p. min(1, p/q) with a residual correction
+    4. commit  — emit the accepted prefix + one target token; both KV caches roll back to the new context
+
+``ar`` is the same loop with no drafter, so both share the timing code and the trace format. The
+target's cache always holds the committed context except its last token (the "pending" token, which the
+next verification runs together with the drafts).
+
+Shape legend: K drafted tokens, V vocabulary.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Iterator
+
+import torch
+
+from .acceptance import Verdict, greedy_accept, speculative_accept
+from .cache import CachedForward
+from .controllers import Controller
+from .drafters import NO_PROPOSAL, Drafter, Proposal
+from .forward import full_forward
+from .sampling import Rng, SamplingConfig, distribution
+from .trace import RoundTrace, Timing
+
+TOP_ALTERNATIVES = 5
+
+
+def decode_rounds(target, drafter: Drafter | None, controller: Controller, cfg: SamplingConfig,
+                  prompt_ids: list[int], max_new_tokens: int, rng: Rng) -> Iterator[tuple[RoundTrace, float]]:
+    """Yield (round, seconds spent recording it) until ``max_new_tokens`` or an end-of-sequence token."""
+    runner = CachedForward(full_forward(target.model), target.device)
+    clock = _clock(target.device)
+    eos = target.eos_token_ids
+    context = list(prompt_ids)
+    produced = 0
+    index = 0
+    while produced < max_new_tokens:
+        start = clock()
+        # 1. draft (leave room for the target's token so a round never passes max_new_tokens)
+        k = 0 if drafter is None else min(controller.draft_length(), max_new_tokens - produced - 1)
+        proposal = drafter.propose(context, k, cfg, rng, controller) if k > 0 else NO_PROPOSAL
+        drafted = proposal.tokens
+        drafted_at = clock()
+
+        # 2. verify: logits for the position before each draft and after the last one
+        logits = runner.logits(context + drafted, len(drafted) + 1)  # (K+1, V)
+        p = distribution(logits, cfg)  # (K+1, V)
+        verified_at = clock()
+
+        # 3. accept
+        if cfg.greedy:
+            verdict = greedy_accept(logits.argmax(dim=-1).tolist(), drafted)
+        else:
+            verdict = speculative_accept(p, _q_for(proposal, p), drafted, rng.on(p.device))
+
+        # 4. commit: stop at an end-of-sequence token wherever it falls
+        emitted = drafted[: verdict.n_accepted] + [verdict.next_token]
+        n_accepted = verdict.n_accepted
+        for i, token in enumerate(emitted):
+            if token in eos:
+                emitted = emitted[: i + 1]
+                n_accepted = min(n_accepted, i + 1)
+                break
+        context_len = len(context)
+        context.extend(emitted)
+        runner.truncate(len(context) - 1)
+        if drafter is not None:
+            drafter.rollback(context)
+        controller_state = controller.update(len(drafted), verdict.n_accepted) if drafter is not None else {}
+        done_at = clock()
+
+        record = _record(index, context_len, proposal, p, verdict, emitted, n_accepted, drafter is not None,
+                         controller_state, Timing(drafted_at - start, verified_at - drafted_at, done_at - verified_at))
+        yield record, clock() - done_at
+        produced += len(emitted)
+        index += 1
+        if emitted[-1] in eos:
+            return
+
+
+def _q_for(proposal: Proposal, p: torch.Tensor) -> torch.Tensor:
+    """The draft distributions on the target's device; point masses for a deterministic draft."""
+    if proposal.q is not None:
+        return proposal.q.to(p.device)
+    tokens = torch.tensor(proposal.tokens, device=p.device)
+    return torch.nn.functional.one_hot(tokens, p.shape[-1]).float()  # (K, V)
+
+
+def _record(index: int, context_len: int, proposal: Proposal, p: torch.Tensor, verdict: Verdict,
+            emitted: list[int], n_accepted: int, has_drafter: bool, controller_state: dict,
+            timing: Timing) -> RoundTrace:
+    """Plain-data record of one round (off the timed path; its cost is reported as ``record_s``)."""
+    drafted = proposal.tokens
+    k = len(drafted)
+    positions = torch.arange(len(emitted), device=p.device)
+    p_emitted = p[positions, torch.tensor(emitted, device=p.device)].tolist()
+    top_p = torch.topk(p, min(TOP_ALTERNATIVES, p.shape[-1]), dim=-1)
+    if k:
+        q = _q_for(proposal, p)
+        rows = torch.arange(k, device=p.device)
+        index_t = torch.tensor(drafted, device=p.device)
+        q_drafted = q[rows, index_t].tolist()
+        p_drafted = p[rows, index_t].tolist()
+        top_q = torch.topk(q, min(TOP_ALTERNATIVES, q.shape[-1]), dim=-1)
+        draft_top = _pairs(top_q)
+        event = "all-accepted" if verdict.next_kind == "bonus" else "rejected"
+    else:
+        q_drafted = p_drafted = []
+        draft_top = ()
+        event = "no-draft" if has_drafter else "target"
+    kinds = ["accepted"] * n_accepted
+    if len(emitted) > n_accepted:
+        kinds.append("target" if k == 0 else verdict.next_kind)
+    residual_top = None
+    if verdict.residual is not None:
+        top_r = torch.topk(verdict.residual, min(TOP_ALTERNATIVES, p.shape[-1]))
+        residual_top = tuple(zip(top_r.indices.tolist(), top_r.values.tolist()))
+    return RoundTrace(
+        index=index, context_len=context_len, drafted=tuple(drafted), q_drafted=tuple(q_drafted),
+        p_drafted=tuple(p_drafted), n_accepted=n_accepted, emitted=tuple(emitted), emitted_kind=tuple(kinds),
+        p_emitted=tuple(p_emitted), event=event, timing=timing,
+        rejected_at=verdict.n_accepted if event == "rejected" else None,
+        uniforms=verdict.uniforms, draft_top=draft_top, target_top=_pairs(top_p), residual_top=residual_top,
+        draft_forwards=proposal.forwards, target_forwards=1, controller=controller_state,
+    )
+
+
+def _pairs(top) -> tuple:
+    return tuple(tuple(zip(ids, probs)) for ids, probs in zip(top.indices.tolist(), top.values.tolist()))
+
+
+def _clock(device: torch.device):
+    """perf_counter, after the device has finished its queued work (honest GPU timings)."""
+    if device.type == "cuda":
+        def clock() -> float:
+            torch.cuda.synchronize(device)
+            return time.perf_counter()
+        return clock
+    return time.perf_counter

@@ -1,0 +1,38 @@
+"""Closed forms from the papers (numpy only; no torch).
+
+Leviathan et al. 2023, restated in ``shared/papers/README.md``:
+    expected tokens per round        E[tokens] = (1 − α^(γ+1)) / (1 − α)
+    wall-time improvement (Thm 3.8)  (1 − α^(γ+1)) / ((1 − α)(γc + 1))
+    arithmetic operations (Thm 3.11) (1 − α)(γĉ + γ + 1) / (1 − α^(γ+1))
+    optimal γ                        argmax over integers of Thm 3.8
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def expected_tokens(alpha, gamma):
+    """Expected tokens emitted per round with γ drafts accepted i.i.d. with probability α (eq. 1)."""
+    alpha = np.asarray(alpha, dtype=float)
+    gamma = np.asarray(gamma, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = (1 - alpha ** (gamma + 1)) / (1 - alpha)
+    return np.where(np.isclose(alpha, 1.0), gamma + 1, out)
+
+
+def speedup(alpha, gamma, c):
+    """Theorem 3.8: expected wall-time improvement over autoregressive decoding."""
+    return expected_tokens(alpha, gamma) / (np.asarray(gamma, dtype=float) * np.asarray(c, dtype=float) + 1)
+
+
+def operations_factor(alpha, gamma, c_hat):
+    """Theorem 3.11: expected factor of total arithmetic operations (ĉ = draft/target ops per token)."""
+    gamma = np.asarray(gamma, dtype=float)
+    return (gamma * np.asarray(c_hat, dtype=float) + gamma + 1) / expected_tokens(alpha, gamma)
+
+
+def optimal_gamma(alpha, c, max_gamma: int = 32) -> int:
+    """The integer γ in [1, max_gamma] that maximises Theorem 3.8 (the paper's Figure 3)."""
+    gammas = np.arange(1, max_gamma + 1)
+    return int(gammas[np.argmax(speedup(alpha, gammas, c))])
