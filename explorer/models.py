@@ -169,17 +169,18 @@ def load(name, device: str | torch.device | None = None, dtype: str | torch.dtyp
     spec = name.strip()
     dev = resolve_device(device)
     dt = resolve_dtype(dtype, dev)
-    if spec == "default":
-        model, tok = _load_default(dt)
-    elif spec.startswith("hf:"):
-        model, tok = _load_hub(spec[3:], dt)
-    elif spec == "tiny-random" or spec.startswith("tiny-random:"):
-        model, tok = _build_tiny_random(spec, dt)
-    else:
-        raise ModelLoadError(
-            f"unknown model {spec!r}: use 'default', 'hf:ORG/NAME' (a Hugging Face causal LM) "
-            "or 'tiny-random[:SEED[:LAYERS]]'"
-        )
+    with _quiet_hub():
+        if spec == "default":
+            model, tok = _load_default(dt)
+        elif spec.startswith("hf:"):
+            model, tok = _load_hub(spec[3:], dt)
+        elif spec == "tiny-random" or spec.startswith("tiny-random:"):
+            model, tok = _build_tiny_random(spec, dt)
+        else:
+            raise ModelLoadError(
+                f"unknown model {spec!r}: use 'default', 'hf:ORG/NAME' (a Hugging Face causal LM) "
+                "or 'tiny-random[:SEED[:LAYERS]]'"
+            )
     model = model.to(dev).eval().requires_grad_(False)
     return LoadedModel(spec, model, tok, dev, dt)
 
@@ -281,23 +282,22 @@ def _load_hub(repo: str, dtype: torch.dtype):
     repo = repo.strip()
     if repo.count("/") != 1 or not all(repo.split("/")):
         raise ModelLoadError(f"'hf:{repo}' is not a Hub id: write hf:ORG/NAME, e.g. hf:{DEFAULT_REPO}")
-    with _quiet_hub():
-        try:
-            model = AutoModelForCausalLM.from_pretrained(repo, dtype=dtype, local_files_only=True)
-            return model, _hub_tokenizer(repo, local_only=True)
-        except (OSError, ValueError):
-            pass
-        if _hub_offline():
-            raise ModelLoadError(
-                f"hf:{repo} is not in the local Hugging Face cache and HF_HUB_OFFLINE is set: "
-                "connect to the network or use the model 'default'"
-            )
-        _check_hub_reachable(repo)
-        try:
-            model = AutoModelForCausalLM.from_pretrained(repo, dtype=dtype)
-        except (OSError, ValueError) as err:
-            raise ModelLoadError(f"hf:{repo} could not be loaded as a causal LM: {_first_line(err)}") from None
-        return model, _hub_tokenizer(repo, local_only=False)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(repo, dtype=dtype, local_files_only=True)
+        return model, _hub_tokenizer(repo, local_only=True)
+    except (OSError, ValueError):
+        pass
+    if _hub_offline():
+        raise ModelLoadError(
+            f"hf:{repo} is not in the local Hugging Face cache and HF_HUB_OFFLINE is set: "
+            "connect to the network or use the model 'default'"
+        )
+    _check_hub_reachable(repo)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(repo, dtype=dtype)
+    except (OSError, ValueError) as err:
+        raise ModelLoadError(f"hf:{repo} could not be loaded as a causal LM: {_first_line(err)}") from None
+    return model, _hub_tokenizer(repo, local_only=False)
 
 
 def _check_hub_reachable(repo: str) -> None:
@@ -329,15 +329,19 @@ def _hub_tokenizer(repo: str, local_only: bool):
 
 @contextlib.contextmanager
 def _quiet_hub():
-    """Keep Hub progress bars and warnings out of the CLI's output."""
+    """Keep loading progress bars and warnings out of the CLI's and the app's output."""
     from transformers.utils import logging as hf_logging
 
     level = hf_logging.get_verbosity()
+    bars = hf_logging.is_progress_bar_enabled()
     hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
     try:
         yield
     finally:
         hf_logging.set_verbosity(level)
+        if bars:
+            hf_logging.enable_progress_bar()
 
 
 def _first_line(err: BaseException) -> str:

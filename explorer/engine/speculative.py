@@ -88,7 +88,7 @@ def _q_for(proposal: Proposal, p: torch.Tensor) -> torch.Tensor:
     """The draft distributions on the target's device; point masses for a deterministic draft."""
     if proposal.q is not None:
         return proposal.q.to(p.device)
-    tokens = torch.tensor(proposal.tokens, device=p.device)
+    tokens = torch.tensor(proposal.tokens, dtype=torch.long, device=p.device)
     return torch.nn.functional.one_hot(tokens, p.shape[-1]).float()  # (K, V)
 
 
@@ -99,7 +99,7 @@ def _record(index: int, context_len: int, proposal: Proposal, p: torch.Tensor, v
     drafted = proposal.tokens
     k = len(drafted)
     positions = torch.arange(len(emitted), device=p.device)
-    p_emitted = p[positions, torch.tensor(emitted, device=p.device)].tolist()
+    p_emitted = p[positions, torch.tensor(emitted, dtype=torch.long, device=p.device)].tolist()
     top_p = torch.topk(p, min(TOP_ALTERNATIVES, p.shape[-1]), dim=-1)
     if k:
         q = _q_for(proposal, p)

@@ -1,0 +1,97 @@
+"""Command line: ``python -m explorer run ...`` decodes one prompt and prints the text and a summary.
+
+Bad arguments and user errors exit with status 2 and one line on stderr, never a stack trace.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from .errors import ExplorerError
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one clear line, exit 2
+        self.exit(2, f"error: {message} (see `python -m explorer {self.prog.split()[-1]} --help`)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .api import METHODS
+    from .engine.controllers import CONTROLLERS
+
+    parser = _Parser(prog="python -m explorer", description="The Speculative Decoding Explorer")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    run = sub.add_parser("run", help="decode one prompt and print the text and a summary")
+    run.add_argument("--prompt", help="the prompt text (wrapped in the chat template unless --raw)")
+    run.add_argument("--prompt-ids", help="comma-separated token ids instead of --prompt")
+    run.add_argument("--model", default="default", help="default | hf:ORG/NAME | tiny-random[:SEED[:LAYERS]]")
+    run.add_argument("--method", choices=list(METHODS), help="default: speculative with --draft, else ar")
+    run.add_argument("--draft", help="model:<name> | early-exit:N | prompt-lookup:n")
+    run.add_argument("--gamma", type=int, default=4, help="tokens drafted per round (the start value for heuristic)")
+    run.add_argument("--controller", default="fixed", choices=list(CONTROLLERS))
+    run.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
+    run.add_argument("--top-k", type=int, default=0, help="0 = off")
+    run.add_argument("--top-p", type=float, default=1.0, help="1 = off")
+    run.add_argument("--max-new-tokens", type=int, default=64)
+    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--raw", action="store_true", help="use the prompt as it is, without the chat template")
+    run.add_argument("--device", help="cpu | cuda (default: cuda when present)")
+    run.add_argument("--dtype", help="float32 | bfloat16 | float16 (default: bf16 on CUDA, fp32 on CPU)")
+    run.add_argument("--out", help="write the trace as JSON to this file ('-' prints the JSON instead of the text)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return _run(args)
+    except ExplorerError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+def _run(args) -> int:
+    from .api import decode
+
+    if (args.prompt is None) == (args.prompt_ids is None):
+        raise ExplorerError("give exactly one of --prompt TEXT or --prompt-ids 1,2,3")
+    prompt_ids = None
+    if args.prompt_ids is not None:
+        try:
+            prompt_ids = [int(x) for x in args.prompt_ids.split(",") if x.strip()]
+        except ValueError:
+            raise ExplorerError("--prompt-ids must be comma-separated whole numbers, e.g. 1,2,3") from None
+    trace = decode(
+        args.model, args.prompt, prompt_ids=prompt_ids, method=args.method, draft=args.draft, gamma=args.gamma,
+        controller=args.controller, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
+        max_new_tokens=args.max_new_tokens, seed=args.seed, chat=not args.raw, device=args.device, dtype=args.dtype,
+    )
+    if args.out == "-":
+        print(trace.to_json())
+        return 0
+    if args.out:
+        try:
+            with open(args.out, "w", encoding="utf-8") as fh:
+                fh.write(trace.to_json())
+        except OSError as err:
+            raise ExplorerError(f"cannot write the trace to {args.out!r}: {err.strerror}") from None
+    print(trace.text)
+    print(summary_line(trace), file=sys.stderr if os.environ.get("EXPLORER_SUMMARY_TO_STDERR") else sys.stdout)
+    return 0
+
+
+def summary_line(trace) -> str:
+    """One line: method, tokens, speed, acceptance."""
+    s = trace.summary
+    parts = [f"[{trace.method}{' ' + trace.draft if trace.draft else ''}]", f"{s.new_tokens} tokens",
+             f"{s.wall_s:.2f} s", f"{s.tokens_per_s or 0:.1f} tok/s", f"{s.rounds} rounds",
+             f"{s.tokens_per_target_forward or 0:.2f} tok/target-forward"]
+    if s.acceptance_rate is not None:
+        parts.append(f"acceptance {s.acceptance_rate:.0%}")
+    parts.append(f"stop: {s.stop_reason}")
+    return " · ".join(parts)
