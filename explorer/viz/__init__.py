@@ -1,0 +1,22 @@
+"""Views of a trace: Plotly figures and token HTML, built from ``RunTrace`` data only.
+
+No model, torch or gradio here, so that every view replays a saved trace anywhere. Modules:
+``tokens`` (the coloured token view), ``rounds`` (p vs q per drafted position), ``latency`` (time per
+round, throughput against autoregressive), ``theory`` (Leviathan et al.'s closed forms with the run on
+them), ``summary`` (words), ``views`` (the registry of method-specific views).
+"""
+
+from .latency import cumulative_throughput, latency_figure, measured_speedup
+from .rounds import round_detail_figure, round_panels
+from .style import empty_figure
+from .summary import BANNER_CSS, method_banner, run_summary
+from .theory import theory_figure
+from .tokens import FATES, TOKEN_CSS, fate_counts, round_caption, round_fates, token_html
+from .views import MethodView, discover, register, register_note, views_for
+
+__all__ = [
+    "BANNER_CSS", "FATES", "MethodView", "TOKEN_CSS", "cumulative_throughput", "discover", "empty_figure",
+    "fate_counts", "latency_figure", "measured_speedup", "method_banner", "register", "register_note",
+    "round_caption", "round_detail_figure", "round_fates", "round_panels", "run_summary", "theory_figure",
+    "token_html", "views_for",
+]

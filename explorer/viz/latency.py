@@ -1,0 +1,79 @@
+"""Latency: where each round's time went, and this run's throughput against autoregressive decoding.
+
+Left: per-round stacked time (draft, verify, other: the split of the paper's cost model, where a round
+costs γ draft forwards plus one target forward). Right: cumulative tokens/s after each round for this
+run and for the autoregressive baseline on the same prompt and sampling settings; their ratio at the end
+is the measured speedup (``measured_speedup``).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from .style import BASELINE_COLOUR, RUN_COLOUR, TIMING_COLOURS, base_layout, empty_figure
+
+TITLE = "Latency"
+
+
+def cumulative_throughput(trace) -> tuple[list[int], list[float]]:
+    """(tokens so far, tokens/s so far) after each round, from the rounds' own timings."""
+    tokens = list(itertools.accumulate(len(r.emitted) for r in trace.rounds))
+    seconds = list(itertools.accumulate(r.timing.total_s for r in trace.rounds))
+    return tokens, [n / s if s > 0 else 0.0 for n, s in zip(tokens, seconds)]
+
+
+def measured_speedup(trace, baseline) -> float | None:
+    """This run's tokens/s ÷ the autoregressive baseline's tokens/s (both over their whole runs)."""
+    if baseline is None or not trace.summary.tokens_per_s or not baseline.summary.tokens_per_s:
+        return None
+    return trace.summary.tokens_per_s / baseline.summary.tokens_per_s
+
+
+def latency_figure(trace, baseline=None) -> go.Figure:
+    """Per-round stacked time and cumulative throughput (with the baseline when there is one)."""
+    if trace is None or not trace.rounds:
+        return empty_figure(TITLE, "Run a prompt to see where the time goes.")
+    fig = make_subplots(rows=1, cols=2, column_widths=[0.55, 0.45], horizontal_spacing=0.1,
+                        subplot_titles=["Time per round (stacked)", "Cumulative throughput"])
+    rounds = [r.index + 1 for r in trace.rounds]
+    tokens = [len(r.emitted) for r in trace.rounds]
+    for part in ("draft", "verify", "other"):
+        ms = [getattr(r.timing, f"{part}_s") * 1000 for r in trace.rounds]
+        fig.add_trace(go.Bar(
+            x=rounds, y=ms, name=f"{part} (ms)", marker_color=TIMING_COLOURS[part], legendgroup=part,
+            customdata=tokens,
+            hovertemplate=f"round %{{x}}<br>{part}: %{{y:.1f}} ms<br>tokens emitted: %{{customdata}}<extra></extra>",
+        ), row=1, col=1)
+    label = trace.method + (f" ({trace.draft})" if trace.draft else "")
+    x, y = cumulative_throughput(trace)
+    fig.add_trace(go.Scatter(
+        x=x, y=y, mode="lines+markers", name=f"this run: {label}", line={"color": RUN_COLOUR, "width": 2.5},
+        marker={"size": 4}, hovertemplate="after %{x} tokens: %{y:.1f} tokens/s<extra>this run</extra>",
+    ), row=1, col=2)
+    if baseline is not None and baseline.rounds:
+        bx, by = cumulative_throughput(baseline)
+        fig.add_trace(go.Scatter(
+            x=bx, y=by, mode="lines", name="autoregressive baseline", line={"color": BASELINE_COLOUR, "dash": "dash"},
+            hovertemplate="after %{x} tokens: %{y:.1f} tokens/s<extra>autoregressive</extra>",
+        ), row=1, col=2)
+    fig.update_layout(barmode="stack", bargap=0.15)
+    fig.update_xaxes(title_text="round", row=1, col=1)
+    fig.update_yaxes(title_text="time (ms)", row=1, col=1)
+    fig.update_xaxes(title_text="tokens generated", row=1, col=2)
+    fig.update_yaxes(title_text="throughput (tokens/s)", rangemode="tozero", row=1, col=2)
+    return base_layout(fig, _title(trace, baseline), height=380)
+
+
+def _title(trace, baseline) -> str:
+    s = trace.summary
+    ours = f"{s.tokens_per_s:.1f} tokens/s" if s.tokens_per_s else "–"
+    speedup = measured_speedup(trace, baseline)
+    if trace.method == "ar":
+        return f"{TITLE}: autoregressive {ours} over {s.new_tokens} tokens"
+    if speedup is None:
+        return f"{TITLE}: this run {ours} (autoregressive baseline not measured yet)"
+    return (f"{TITLE}: this run {ours} vs autoregressive {baseline.summary.tokens_per_s:.1f} tokens/s "
+            f"→ measured speedup ×{speedup:.2f}")

@@ -1,0 +1,143 @@
+"""Round detail: p (target) and q (draft) side by side at every drafted position of one round.
+
+Leviathan et al., Algorithm 1: draft x_i ~ q_i, accept it when r_i ≤ p_i(x_i) / q_i(x_i); at the first
+rejection draw the correction from the residual p' = norm(max(0, p − q)); after γ acceptances draw a
+bonus token from p at position γ + 1. The figure has one panel per drafted position (the drafted token
+and the top alternatives of either model) and a last panel for the target's own token: the residual it
+was drawn from, or p where it came from the target directly.
+
+The trace keeps the top 5 of each distribution, so a model's probability of a token outside its top 5
+is unknown; such bars are drawn at 0 and their hover says so.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from .style import DRAFT_COLOUR, RESIDUAL_COLOUR, TARGET_COLOUR, base_layout, empty_figure
+from .text import label
+from .tokens import round_fates
+
+MAX_CANDIDATES = 6
+MIN_SHOWN_PROB = 1e-3  # a one-hot q (prompt lookup) lists zero-probability ids in its top 5: leave them out
+SERIES = {  # name in the legend → colour
+    "q (draft)": DRAFT_COLOUR,
+    "p (target)": TARGET_COLOUR,
+    "residual norm(max(0, p − q))": RESIDUAL_COLOUR,
+}
+MARK = {"accepted": "✓", "rejected": "✗", "discarded": "–", "corrected": "↻", "bonus": "+", "target": "●"}
+
+
+@dataclass
+class Panel:
+    """One subplot: a title, the candidate tokens (the chosen one first) and each series' values."""
+
+    title: str
+    chosen: int
+    candidates: list[int] = field(default_factory=list)
+    series: dict[str, dict[int, float]] = field(default_factory=dict)
+
+
+def round_panels(trace, round_index: int) -> list[Panel]:
+    """The panels of a round: one per drafted position, then the target's token."""
+    r = trace.rounds[round_index]
+    panels = []
+    for f in round_fates(r):
+        if f.position is not None:
+            i = f.position
+            panels.append(_panel(
+                f"draft #{i + 1} {label(trace, f.token_id)} {MARK[f.fate]} {f.fate}", f.token_id,
+                {"q (draft)": _row(r.draft_top, i, {f.token_id: f.q}), "p (target)": _row(r.target_top, i, {f.token_id: f.p})},
+            ))
+            continue
+        j = r.n_accepted  # the verified position the target's token fills
+        name = label(trace, f.token_id)
+        if f.fate == "corrected" and r.residual_top:
+            panels.append(_panel(
+                f"residual at #{j + 1} → {name} {MARK['corrected']} corrected", f.token_id,
+                {"q (draft)": _row(r.draft_top, j, {}), "p (target)": _row(r.target_top, j, {f.token_id: f.p}),
+                 "residual norm(max(0, p − q))": dict(r.residual_top)},
+            ))
+        elif f.fate == "corrected":
+            panels.append(_panel(
+                f"target at #{j + 1} (greedy: its argmax) → {name} {MARK['corrected']}", f.token_id,
+                {"q (draft)": _row(r.draft_top, j, {}), "p (target)": _row(r.target_top, j, {f.token_id: f.p})},
+            ))
+        else:
+            where = f"#{j + 1}" if r.drafted else "the next position"
+            panels.append(_panel(
+                f"target at {where} → {name} {MARK[f.fate]} {f.fate}", f.token_id,
+                {"p (target)": _row(r.target_top, j, {f.token_id: f.p})},
+            ))
+    return panels
+
+
+def round_detail_figure(trace, round_index: int) -> go.Figure:
+    """The round's panels as one figure (three panels a row)."""
+    title = "Round detail: target p vs draft q at each drafted position"
+    if not trace.rounds:
+        return empty_figure(title, "Run a prompt or upload a trace to see a round.")
+    index = max(0, min(int(round_index), len(trace.rounds) - 1))
+    panels = round_panels(trace, index)
+    cols = min(len(panels), 3)
+    rows = math.ceil(len(panels) / cols)
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[p.title for p in panels],
+                        horizontal_spacing=0.14, vertical_spacing=min(0.5 / rows, 0.16))
+    shown = set()
+    for n, panel in enumerate(panels):
+        row, col = n // cols + 1, n % cols + 1
+        names = _candidate_labels(trace, panel)
+        for series, values in panel.series.items():
+            x = [values.get(t) for t in panel.candidates]
+            fig.add_trace(go.Bar(
+                x=[v if v is not None else 0.0 for v in x], y=names, orientation="h", name=series,
+                marker_color=SERIES[series], legendgroup=series, showlegend=series not in shown,
+                customdata=[f"{v:.4f}" if v is not None else "not in its top 5" for v in x],
+                hovertemplate=f"%{{y}}<br>{series} = %{{customdata}}<extra></extra>",
+            ), row=row, col=col)
+            shown.add(series)
+        fig.update_xaxes(title_text="probability (0–1)", range=[0, 1.02], row=row, col=col, title_standoff=4)
+        fig.update_yaxes(autorange="reversed", row=row, col=col, tickfont={"size": 11},
+                         title_text="token" if col == 1 else None)
+    r = trace.rounds[index]
+    fig.update_layout(barmode="group", bargap=0.25)
+    base_layout(fig, f"Round {index + 1} ({r.event}): target p vs draft q per position; ▸ marks the token chosen",
+                height=110 + 235 * rows)
+    fig.update_annotations(font_size=12)
+    return fig
+
+
+# -- helpers ----------------------------------------------------------------------------------------
+
+
+def _row(tops, i: int, known: dict) -> dict[int, float]:
+    """Top-5 probabilities at position ``i`` plus the exactly known values (which take precedence)."""
+    values = dict(tops[i]) if i < len(tops) else {}
+    values.update({t: v for t, v in known.items() if v is not None})
+    return values
+
+
+def _panel(title: str, chosen: int, series: dict[str, dict[int, float]]) -> Panel:
+    """Candidates: the chosen token, then the others by their largest probability in any series."""
+    best: dict[int, float] = {}
+    for values in series.values():
+        for token, prob in values.items():
+            if prob >= MIN_SHOWN_PROB or token == chosen:
+                best[token] = max(best.get(token, 0.0), prob)
+    others = sorted((t for t in best if t != chosen), key=lambda t: -best[t])
+    return Panel(title, chosen, [chosen] + others[: MAX_CANDIDATES - 1], series)
+
+
+def _candidate_labels(trace, panel: Panel) -> list[str]:
+    """Axis labels; the chosen token gets ▸, and ids disambiguate tokens that print the same."""
+    texts = [label(trace, t) for t in panel.candidates]
+    labels = []
+    for t, text in zip(panel.candidates, texts):
+        if texts.count(text) > 1:
+            text = f"{text} #{t}"
+        labels.append(("▸ " if t == panel.chosen else "") + text)
+    return labels

@@ -1,0 +1,54 @@
+"""Words about a run: the one-line summary and the method's note (banner)."""
+
+from __future__ import annotations
+
+import html
+
+from .latency import measured_speedup
+from .views import note_for
+
+STOP_REASONS = {"eos": "end of sequence", "max_new_tokens": "max new tokens reached", "stopped": "stopped by you"}
+
+
+def run_summary(trace, baseline=None) -> str:
+    """Markdown: method, tokens, time, throughput, acceptance, predicted and measured speedup."""
+    s = trace.summary
+    head = f"**{trace.method}**" + (f" with `{trace.draft}`" if trace.draft else "") + f" on `{trace.model}`"
+    parts = [head, f"{s.new_tokens} tokens in {s.wall_s:.2f} s", f"{s.tokens_per_s or 0:.1f} tokens/s",
+             f"{s.rounds} rounds", f"{s.tokens_per_target_forward or 0:.2f} tokens per target forward"]
+    if s.alpha_hat is not None:
+        parts.append(f"α̂ {s.alpha_hat:.2f}")
+    if s.c_measured is not None:
+        parts.append(f"c {s.c_measured:.3f}")
+    if s.predicted_speedup is not None:
+        parts.append(f"predicted ×{s.predicted_speedup:.2f}")
+    measured = measured_speedup(trace, baseline)
+    if measured is not None and trace.method != "ar":
+        parts.append(f"measured ×{measured:.2f} (autoregressive {baseline.summary.tokens_per_s:.1f} tokens/s)")
+    parts.append(f"stop: {STOP_REASONS.get(s.stop_reason, s.stop_reason)}")
+    return " · ".join(parts)
+
+
+def method_banner(method: str, description: str | None) -> str:
+    """HTML above the results: the method's name and description, its registered note, and a warning
+    for lossy methods (whose output need not follow the target model's distribution)."""
+    note = note_for(method)
+    body = f"<b>{html.escape(method)}</b>"
+    if description:
+        body += f" — {html.escape(description)}"
+    if note is not None:
+        body += f"<div class='method-note'>{html.escape(note.text)}</div>"
+    lossy = note is not None and note.lossy
+    if lossy:
+        body += ("<div class='method-lossy'>⚠ Lossy method: its output can differ from what the target model "
+                 "alone would produce.</div>")
+    return f"<div class='method-banner{' lossy' if lossy else ''}' data-method='{html.escape(method)}'>{body}</div>"
+
+
+BANNER_CSS = """
+.method-banner { border-left: 4px solid #2563eb; background: #eff6ff; color: #1e3a8a; padding: 6px 10px;
+  border-radius: 4px; font-size: 13px; }
+.method-banner.lossy { border-left-color: #d97706; background: #fffbeb; color: #78350f; }
+.method-note { margin-top: 3px; }
+.method-lossy { margin-top: 3px; font-weight: 600; }
+"""

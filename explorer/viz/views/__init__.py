@@ -1,0 +1,83 @@
+"""Method views: the plug-in point for a decoding method's own panels and its note on the page.
+
+A method (EESD, BiLD, BiTA, …) adds its views with ONE module in this package; the page finds it by
+itself (``discover``), gives every view a slot, and shows the slot only for traces the view applies to:
+
+    # explorer/viz/views/bild.py
+    from . import MethodView, register, register_note
+
+    register(MethodView(
+        name="bild-rollback", title="BiLD: rollback points",
+        applies=lambda trace: trace.method == "bild",
+        render=rollback_figure,            # (trace, round_index) -> plotly Figure (kind="plot") or HTML str
+    ))
+    register_note("bild", "BiLD is lossy: its output can differ from the target's.", lossy=True)
+
+Views must be plain functions of the trace (no model, no torch, no gradio), so that an uploaded trace
+replays them without a model.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import dataclass
+from typing import Callable, Literal
+
+VIEWS: dict[str, "MethodView"] = {}
+NOTES: dict[str, "MethodNote"] = {}
+
+
+@dataclass(frozen=True)
+class MethodView:
+    """One panel: ``render(trace, round_index)`` gives a figure (``kind="plot"``) or HTML (``"html"``)
+    for traces where ``applies(trace)`` holds. ``name`` is stable: the page's element id is
+    ``view-<name>``."""
+
+    name: str
+    title: str
+    applies: Callable[[object], bool]
+    render: Callable[[object, int], object]
+    kind: Literal["plot", "html"] = "plot"
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class MethodNote:
+    """What the page says above a method's results; ``lossy`` adds a warning that its output may
+    differ from the target model's own distribution."""
+
+    method: str
+    text: str
+    lossy: bool = False
+
+
+def register(view: MethodView) -> MethodView:
+    """Add (or replace, by name) a view."""
+    VIEWS[view.name] = view
+    return view
+
+
+def register_note(method: str, text: str, lossy: bool = False) -> MethodNote:
+    """Set the note shown with a method's traces."""
+    NOTES[method] = MethodNote(method, text, lossy)
+    return NOTES[method]
+
+
+def discover() -> list[MethodView]:
+    """Import every module of this package (each registers its views) and list the views by name."""
+    for module in pkgutil.iter_modules(__path__):
+        importlib.import_module(f"{__name__}.{module.name}")
+    return sorted(VIEWS.values(), key=lambda v: v.name)
+
+
+def views_for(trace) -> list[MethodView]:
+    """The views that apply to a trace (none for no trace)."""
+    if trace is None:
+        return []
+    return [v for v in discover() if v.applies(trace)]
+
+
+def note_for(method: str) -> MethodNote | None:
+    discover()
+    return NOTES.get(method)

@@ -1,0 +1,86 @@
+"""KV caches roll back exactly: after a rejection nothing stale remains, and what is kept equals a
+fresh computation (fp32; tolerance 1e-4 on logits, ~1e-6 of their scale)."""
+
+import torch
+
+import explorer
+from explorer.engine.cache import CachedForward, common_prefix, crop_cache
+from explorer.engine.drafters import make_drafter
+from explorer.engine.controllers import Fixed
+from explorer.engine.forward import EarlyExitForward, full_forward
+from explorer.engine.sampling import Rng, SamplingConfig
+
+TOL = 1e-4
+
+
+def test_common_prefix():
+    assert common_prefix([1, 2, 3], [1, 2, 3, 4]) == 3
+    assert common_prefix([1, 2, 3], [1, 9, 3]) == 1
+    assert common_prefix([], [1]) == 0
+
+
+def test_rollback_after_rejected_drafts_matches_a_fresh_cache(default_model):
+    context = default_model.encode("Name a colour.")
+    runner = CachedForward(full_forward(default_model.model), default_model.device)
+    runner.logits(context + [11, 12, 13, 14], 5)  # verify four drafts that will be "rejected" after the first
+    runner.truncate(len(context) + 1)
+    assert runner.cached_len == len(context) + 1 == len(runner.ids)
+    kept = runner.logits(context + [11, 99, 98], 3)  # the correction 99 and one more
+    fresh = CachedForward(full_forward(default_model.model), default_model.device).logits(context + [11, 99, 98], 3)
+    assert (kept - fresh).abs().max() < TOL
+    assert runner.cached_len == len(context) + 3
+
+
+def test_speculative_caches_hold_exactly_the_committed_context(default_model):
+    """Run rounds by hand with an early-exit drafter and check both caches after every commit."""
+    drafter = make_drafter("early-exit:4", default_model, explorer.load)
+    target = CachedForward(full_forward(default_model.model), default_model.device)
+    context = default_model.encode("Why is the sky blue?")
+    cfg, rng, ctrl = SamplingConfig(0.0), Rng(0), Fixed(4)
+    for _ in range(4):
+        proposal = drafter.propose(context, 4, cfg, rng, ctrl)
+        logits = target.logits(context + proposal.tokens, len(proposal.tokens) + 1)
+        argmax = logits.argmax(-1).tolist()
+        n = next((i for i, (d, t) in enumerate(zip(proposal.tokens, argmax)) if d != t), len(proposal.tokens))
+        context = context + proposal.tokens[:n] + [argmax[n]]
+        target.truncate(len(context) - 1)
+        drafter.rollback(context)
+        assert target.cached_len == len(context) - 1 and target.ids == context[:-1]
+        assert drafter.runner.cached_len == len(drafter.runner.ids)
+        assert drafter.runner.ids == context[: len(drafter.runner.ids)]
+    # the kept target cache gives the same next-token logits as a fresh pass over the context
+    kept = target.logits(context, 1)
+    fresh = CachedForward(full_forward(default_model.model), default_model.device).logits(context, 1)
+    assert (kept - fresh).abs().max() < TOL
+    kept_draft = drafter.runner.logits(context, 1)
+    fresh_draft = CachedForward(EarlyExitForward(default_model.model, 4), default_model.device).logits(context, 1)
+    assert (kept_draft - fresh_draft).abs().max() < TOL
+
+
+def test_early_exit_view_with_all_layers_is_the_full_model(default_model):
+    base = default_model.model.model
+    view = EarlyExitForward(default_model.model, 4, exit_layers=base.layers[4:])
+    ids = default_model.encode("Hello")
+    a = CachedForward(view, default_model.device).logits(ids, 3)
+    b = CachedForward(full_forward(default_model.model), default_model.device).logits(ids, 3)
+    assert (a - b).abs().max() < TOL
+
+
+def test_crop_cache_is_a_no_op_when_short(tiny_target):
+    runner = CachedForward(full_forward(tiny_target.model), tiny_target.device)
+    runner.logits([1, 2, 3], 1)
+    crop_cache(runner.cache, 10)
+    assert runner.cached_len == 3
+    crop_cache(runner.cache, 1)
+    assert runner.cached_len == 1
+
+
+def test_decoding_leaves_the_model_untouched(default_model):
+    config_before = default_model.model.config.to_dict()
+    layers_before = len(default_model.model.model.layers)
+    weight = default_model.model.model.layers[3].mlp.down_proj.weight
+    checksum = float(weight.sum())
+    explorer.decode(default_model, "Hi", draft="early-exit:3", max_new_tokens=6)
+    assert default_model.model.config.to_dict() == config_before
+    assert len(default_model.model.model.layers) == layers_before
+    assert float(weight.sum()) == checksum and not weight.requires_grad

@@ -1,0 +1,54 @@
+"""``python -m explorer run``: text and summary, JSON out, and one clear line for bad arguments."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+import explorer
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "explorer", *args], capture_output=True, text=True, timeout=300)
+
+
+def test_run_prints_text_and_summary():
+    out = cli("run", "--model", "tiny-random:1", "--draft", "model:tiny-random:2:1", "--temperature", "1",
+              "--prompt", "hello there", "--max-new-tokens", "12", "--seed", "3")
+    assert out.returncode == 0, out.stderr
+    text, summary = out.stdout.rstrip("\n").rsplit("\n", 1)
+    assert len(text) == 12 and "[speculative model:tiny-random:2:1]" in summary and "12 tokens" in summary
+
+
+def test_out_dash_prints_the_trace_json_and_out_file_writes_it(tmp_path):
+    out = cli("run", "--model", "tiny-random:1", "--prompt-ids", "1,2,3", "--max-new-tokens", "5", "--out", "-")
+    assert out.returncode == 0, out.stderr
+    trace = explorer.load_trace(out.stdout)
+    assert trace.method == "ar" and list(trace.prompt_ids) == [1, 2, 3] and len(trace.output_ids) == 5
+    path = tmp_path / "t.json"
+    out = cli("run", "--model", "tiny-random:1", "--prompt", "ab", "--draft", "prompt-lookup:2",
+              "--max-new-tokens", "4", "--out", str(path))
+    assert out.returncode == 0 and json.loads(path.read_text())["draft"] == "prompt-lookup:2"
+
+
+def test_default_model_cli_demo():
+    out = cli("run", "--prompt", "What is 2 + 2?", "--draft", "early-exit:4", "--max-new-tokens", "8")
+    assert out.returncode == 0, out.stderr
+    assert "[speculative early-exit:4]" in out.stdout
+
+
+@pytest.mark.parametrize("args,message", [
+    (["run"], "exactly one of --prompt"),
+    (["run", "--prompt", "x", "--gamma", "zero"], "invalid int value"),
+    (["run", "--model", "nope", "--prompt", "x"], "unknown model"),
+    (["run", "--model", "tiny-random", "--prompt", "x", "--method", "speculative"], "needs a draft"),
+    (["run", "--model", "tiny-random", "--prompt-ids", "1,x"], "comma-separated"),
+    (["run", "--model", "tiny-random", "--prompt", "x", "--out", "/no/such/dir/t.json"], "cannot write"),
+    (["fly"], "invalid choice"),
+])
+def test_bad_arguments_exit_nonzero_with_one_line(args, message):
+    out = cli(*args)
+    assert out.returncode == 2
+    assert message in out.stderr and "Traceback" not in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
