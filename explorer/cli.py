@@ -6,6 +6,7 @@ Bad arguments and user errors exit with status 2 and one line on stderr, never a
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 
@@ -40,13 +41,28 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--device", help="cpu | cuda (default: cuda when present)")
     run.add_argument("--dtype", help="float32 | bfloat16 | float16 (default: bf16 on CUDA, fp32 on CPU)")
     run.add_argument("--out", help="write the trace as JSON to this file ('-' prints the JSON instead of the text)")
+
+    from .bench import DEFAULT_SYSTEMS
+
+    bench = sub.add_parser("bench", help="benchmark HF generate and our methods side by side")
+    bench.add_argument("--model", default="default")
+    bench.add_argument("--system", action="append", dest="systems", metavar="NAME",
+                       help=f"hf-generate | ar | speculative:<draft> (repeatable; default: {' '.join(DEFAULT_SYSTEMS)})")
+    bench.add_argument("--repeats", type=int, default=3)
+    bench.add_argument("--max-new-tokens", type=int, default=64)
+    bench.add_argument("--temperature", type=float, default=0.0)
+    bench.add_argument("--gamma", type=int, default=4)
+    bench.add_argument("--controller", default="fixed", choices=list(CONTROLLERS))
+    bench.add_argument("--quick", action="store_true", help="one prompt per category, 32 tokens, 2 repeats")
+    bench.add_argument("--out", default="bench.json", help="JSON report (default bench.json)")
+    bench.add_argument("--markdown", help="also write the markdown table to this file")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return _run(args)
+        return _bench(args) if args.command == "bench" else _run(args)
     except ExplorerError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -82,6 +98,27 @@ def _run(args) -> int:
             raise ExplorerError(f"cannot write the trace to {args.out!r}: {err.strerror}") from None
     print(trace.text)
     print(summary_line(trace), file=sys.stderr if os.environ.get("EXPLORER_SUMMARY_TO_STDERR") else sys.stdout)
+    return 0
+
+
+def _bench(args) -> int:
+    from . import bench
+
+    if args.repeats < 1 or args.max_new_tokens < 1:
+        raise ExplorerError("--repeats and --max-new-tokens must be at least 1")
+    report = bench.run(args.model, tuple(args.systems or bench.DEFAULT_SYSTEMS), repeats=args.repeats,
+                       max_new_tokens=args.max_new_tokens, temperature=args.temperature, gamma=args.gamma,
+                       controller=args.controller, quick=args.quick)
+    table = bench.markdown(report)
+    try:
+        with open(args.out, "w", encoding="utf-8") as fh:
+            json.dump(report, fh, indent=2)
+        if args.markdown:
+            with open(args.markdown, "w", encoding="utf-8") as fh:
+                fh.write(table + "\n")
+    except OSError as err:
+        raise ExplorerError(f"cannot write the report: {err}") from None
+    print(table)
     return 0
 
 

@@ -1,0 +1,44 @@
+"""Prompt lookup's n-gram copy, the draft-length controllers, and their records in the trace."""
+
+import explorer
+from explorer.engine.controllers import Fixed, Heuristic
+from explorer.engine.drafters import PromptLookupDrafter
+from explorer.engine.sampling import Rng, SamplingConfig
+
+GREEDY, RNG = SamplingConfig(0.0), Rng(0)
+
+
+def lookup(context, n=3, k=4):
+    return PromptLookupDrafter(n).propose(context, k, GREEDY, RNG, Fixed(k)).tokens
+
+
+def test_prompt_lookup_copies_what_followed_the_most_recent_match():
+    #            0  1  2  3  4  5  6  7  8  9 10
+    context = [1, 2, 3, 9, 9, 1, 2, 3, 7, 8, 1, 2, 3]
+    assert lookup(context) == [7, 8, 1, 2]  # the later "1 2 3" (at 5) wins over the first (at 0)
+    assert lookup(context, k=2) == [7, 8]
+
+
+def test_prompt_lookup_falls_back_to_shorter_ngrams_and_may_draft_nothing():
+    assert lookup([5, 6, 7, 6, 8, 1, 6]) == [8, 1, 6]  # no 3- or 2-gram match; the 1-gram "6" at 3
+    assert lookup([1, 2, 3, 4]) == []
+
+
+def test_heuristic_grows_after_full_acceptance_and_shrinks_otherwise():
+    h = Heuristic(4)
+    assert h.update(4, 4) == {"kind": "heuristic", "gamma_before": 4, "gamma_after": 6}
+    assert h.update(6, 2)["gamma_after"] == 5
+    for _ in range(10):
+        h.update(h.gamma, 0)
+    assert h.gamma == 1  # never below one
+    assert h.update(0, 0)["gamma_after"] == 1  # a round without drafts teaches nothing
+
+
+def test_controller_state_is_recorded_per_round(tiny_target, tiny_draft):
+    t = explorer.decode(tiny_target, "abc", draft=tiny_draft, controller="heuristic", gamma=2,
+                        temperature=1.0, max_new_tokens=30, seed=4)
+    for before, after in zip(t.rounds, t.rounds[1:]):
+        assert after.controller["gamma_before"] == before.controller["gamma_after"]
+        assert len(after.drafted) <= after.controller["gamma_before"]
+    fixed = explorer.decode(tiny_target, "abc", draft=tiny_draft, gamma=3, max_new_tokens=10)
+    assert all(r.controller == {"kind": "fixed", "gamma": 3} for r in fixed.rounds if r.drafted)
