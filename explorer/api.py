@@ -8,12 +8,14 @@ Both resolve the model, draft, controller and sampling settings, validate them (
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Iterator
 
 
 from . import theory
+from .engine.bild import BildConfig, bild_rounds
 from .engine.controllers import make_controller
-from .engine.drafters import make_drafter
+from .engine.drafters import ForwardDrafter, make_drafter
 from .engine.sampling import Rng, SamplingConfig
 from .engine.speculative import decode_rounds
 from .engine.trace import RoundTrace, RunTrace, Settings, Summary
@@ -23,7 +25,10 @@ from .models import LoadedModel, load
 METHODS = {
     "ar": "autoregressive: one target forward per token (the baseline)",
     "speculative": "speculative sampling (Leviathan et al.): draft γ tokens, verify them in one target pass",
+    "bild": "Big Little Decoder (Kim et al.): the small model writes, the large one takes over and rolls back "
+            "(lossy)",
 }
+LOSSY = frozenset({"bild"})
 MAX_NEW_TOKENS = 4096
 
 
@@ -75,14 +80,15 @@ class Decoding:
         return RunTrace(
             method=self.method, model=self.target.name, draft=self.draft_name, settings=self.settings,
             prompt_ids=self.prompt_ids, output_ids=tuple(output), text=self.target.decode(output),
-            rounds=rounds, summary=summarize(rounds, self._record_s, stop), prompt=self.prompt,
+            rounds=rounds, summary=summarize(rounds, self._record_s, stop, self.method), prompt=self.prompt,
             device=str(self.target.device), dtype=str(self.target.dtype).replace("torch.", ""),
             token_text=self.target.token_texts(every_id),
         )
 
 
-def summarize(rounds: tuple[RoundTrace, ...], record_s: float, stop_reason: str) -> Summary:
-    """Run totals from the rounds (see ``Summary`` for the definitions)."""
+def summarize(rounds: tuple[RoundTrace, ...], record_s: float, stop_reason: str, method: str = "speculative") -> Summary:
+    """Run totals from the rounds (see ``Summary`` for the definitions). Theorem 3.8 predicts only the
+    lossless speculative methods."""
     new_tokens = sum(len(r.emitted) for r in rounds)
     drafted = sum(len(r.drafted) for r in rounds)
     accepted = sum(r.n_accepted for r in rounds)
@@ -98,7 +104,7 @@ def summarize(rounds: tuple[RoundTrace, ...], record_s: float, stop_reason: str)
     alpha = accepted / tested if tested else None
     c = _cost_ratio(rounds)
     predicted = None
-    if alpha is not None and c is not None and mean_gamma > 0:
+    if alpha is not None and c is not None and mean_gamma > 0 and method not in LOSSY:
         predicted = float(theory.speedup(min(alpha, 1.0), mean_gamma, c))
     return Summary(
         new_tokens=new_tokens, rounds=len(rounds), drafted=drafted, accepted=accepted,
@@ -125,12 +131,15 @@ def _cost_ratio(rounds) -> float | None:
 def stream(model, prompt: str | None = None, *, prompt_ids: list[int] | None = None, method: str | None = None,
            draft=None, gamma: int = 4, controller: str = "fixed", temperature: float = 0.0, top_k: int = 0,
            top_p: float = 1.0, max_new_tokens: int = 64, seed: int = 0, chat: bool = True,
+           fallback_threshold: float = 0.6, rollback_threshold: float | None = 5.0, max_small_steps: int = 10,
            device=None, dtype=None) -> Decoding:
     """Start a run and return it as an iterable ``Decoding`` of rounds.
 
     ``model`` and ``draft`` take a spec string (``default``, ``hf:ORG/NAME``, ``tiny-random:SEED``), a
     ``LoadedModel`` or a ``transformers`` model object; ``draft`` also takes ``early-exit:N`` and
     ``prompt-lookup:n``. ``method`` defaults to ``speculative`` when a draft is given, else ``ar``.
+    ``bild`` takes the small model as ``draft`` and its thresholds α_FB, α_RB (``inf``/None: never roll
+    back) and the cap on a small-model turn.
     """
     target = _load_cached(model, device, dtype)
     method = method or ("speculative" if draft is not None else "ar")
@@ -144,13 +153,24 @@ def stream(model, prompt: str | None = None, *, prompt_ids: list[int] | None = N
         raise ExplorerError(f"seed must be a whole number >= 0, got {seed!r}")
     ids = _prompt_ids(target, prompt, prompt_ids, chat, max_new_tokens)
     drafter = None
-    if method == "speculative":
+    if method != "ar":
         if draft is None:
-            raise ExplorerError("method 'speculative' needs a draft: model:<name>, early-exit:N or prompt-lookup:n")
+            raise ExplorerError(f"method {method!r} needs a draft: model:<name>, early-exit:N or prompt-lookup:n")
         drafter = make_drafter(draft, target, lambda spec: _load_cached(spec, device, dtype))
     settings = Settings(temperature=cfg.temperature, top_k=cfg.top_k, top_p=cfg.top_p, gamma=gamma,
                         controller=controller, seed=seed, max_new_tokens=max_new_tokens, chat=chat)
-    rounds = decode_rounds(target, drafter, ctrl, cfg, ids, max_new_tokens, Rng(seed))
+    if method == "bild":
+        if not isinstance(drafter, ForwardDrafter):
+            raise ExplorerError("bild needs a small model that gives distributions: model:<name> or early-exit:N")
+        if rollback_threshold is not None and rollback_threshold == float("inf"):
+            rollback_threshold = None
+        bild = BildConfig(float(fallback_threshold), rollback_threshold, max_small_steps)
+        settings = dataclasses.replace(settings, controller="bild", gamma=max_small_steps,
+                                       fallback_threshold=bild.fallback_threshold,
+                                       rollback_threshold=bild.rollback_threshold, max_small_steps=max_small_steps)
+        rounds = bild_rounds(target, drafter, bild, cfg, ids, max_new_tokens, Rng(seed))
+    else:
+        rounds = decode_rounds(target, drafter, ctrl, cfg, ids, max_new_tokens, Rng(seed))
     return Decoding(target, method, drafter.spec if drafter else None, settings, ids, prompt, rounds)
 
 

@@ -41,6 +41,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--device", help="cpu | cuda (default: cuda when present)")
     run.add_argument("--dtype", help="float32 | bfloat16 | float16 (default: bf16 on CUDA, fp32 on CPU)")
     run.add_argument("--out", help="write the trace as JSON to this file ('-' prints the JSON instead of the text)")
+    run.add_argument("--fallback-threshold", type=float, default=0.6, help="bild: α_FB, fall back below this max p_S")
+    run.add_argument("--rollback-threshold", type=float, default=5.0,
+                     help="bild: α_RB in nats, roll back above this −log p_L (inf: never)")
+    run.add_argument("--max-small-steps", type=int, default=10, help="bild: cap on a small-model turn")
 
     from .bench import DEFAULT_SYSTEMS
 
@@ -56,13 +60,24 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--quick", action="store_true", help="one prompt per category, 32 tokens, 2 repeats")
     bench.add_argument("--out", default="bench.json", help="JSON report (default bench.json)")
     bench.add_argument("--markdown", help="also write the markdown table to this file")
+
+    sweep = sub.add_parser("sweep", help="sweep a lossy method's thresholds (quality against cost)")
+    sweep.add_argument("what", choices=["bild"])
+    sweep.add_argument("--model", default="default")
+    sweep.add_argument("--draft", default="early-exit:4", help="the small model")
+    sweep.add_argument("--fallback", default="0.2,0.4,0.6,0.8", help="α_FB values, comma-separated")
+    sweep.add_argument("--rollback", default="1,2,3,5,inf", help="α_RB values, comma-separated (inf: none)")
+    sweep.add_argument("--max-new-tokens", type=int, default=48)
+    sweep.add_argument("--max-small-steps", type=int, default=10)
+    sweep.add_argument("--prompts", type=int, help="use only the first N prompts of the shipped set")
+    sweep.add_argument("--out", default="sweep.json", help="JSON report (default sweep.json)")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return _bench(args) if args.command == "bench" else _run(args)
+        return {"bench": _bench, "sweep": _sweep}.get(args.command, _run)(args)
     except ExplorerError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -86,6 +101,8 @@ def _run(args) -> int:
         args.model, args.prompt, prompt_ids=prompt_ids, method=args.method, draft=args.draft, gamma=args.gamma,
         controller=args.controller, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
         max_new_tokens=args.max_new_tokens, seed=args.seed, chat=not args.raw, device=args.device, dtype=args.dtype,
+        fallback_threshold=args.fallback_threshold, rollback_threshold=args.rollback_threshold,
+        max_small_steps=args.max_small_steps,
     )
     if args.out == "-":
         print(trace.to_json())
@@ -119,6 +136,35 @@ def _bench(args) -> int:
     except OSError as err:
         raise ExplorerError(f"cannot write the report: {err}") from None
     print(table)
+    return 0
+
+
+def _sweep(args) -> int:
+    from . import sweep
+    from .bench import load_prompts
+
+    def floats(text, flag):
+        try:
+            values = tuple(float(x) for x in text.split(",") if x.strip())
+        except ValueError:
+            raise ExplorerError(f"{flag} must be comma-separated numbers, e.g. 0.2,0.5") from None
+        if not values:
+            raise ExplorerError(f"{flag} needs at least one value")
+        return values
+
+    prompts = None
+    if args.prompts is not None:
+        if args.prompts < 1:
+            raise ExplorerError("--prompts must be at least 1")
+        prompts = [p["text"] for p in load_prompts()[: args.prompts]]
+    report = sweep.bild_sweep(args.model, args.draft, floats(args.fallback, "--fallback"),
+                              floats(args.rollback, "--rollback"), args.max_new_tokens, args.max_small_steps, prompts)
+    try:
+        with open(args.out, "w", encoding="utf-8") as fh:
+            json.dump(report, fh, indent=2)
+    except OSError as err:
+        raise ExplorerError(f"cannot write the report: {err}") from None
+    print(sweep.markdown(report))
     return 0
 
 

@@ -35,7 +35,7 @@ def decode_rounds(target, drafter: Drafter | None, controller: Controller, cfg: 
                   prompt_ids: list[int], max_new_tokens: int, rng: Rng) -> Iterator[tuple[RoundTrace, float]]:
     """Yield (round, seconds spent recording it) until ``max_new_tokens`` or an end-of-sequence token."""
     runner = CachedForward(full_forward(target.model), target.device)
-    clock = _clock(target.device)
+    clock = clock_for(target.device)
     eos = target.eos_token_ids
     context = list(prompt_ids)
     produced = 0
@@ -108,7 +108,7 @@ def _record(index: int, context_len: int, proposal: Proposal, p: torch.Tensor, v
         q_drafted = q[rows, index_t].tolist()
         p_drafted = p[rows, index_t].tolist()
         top_q = torch.topk(q, min(TOP_ALTERNATIVES, q.shape[-1]), dim=-1)
-        draft_top = _pairs(top_q)
+        draft_top = top_pairs(top_q)
         event = "all-accepted" if verdict.next_kind == "bonus" else "rejected"
     else:
         q_drafted = p_drafted = []
@@ -126,16 +126,17 @@ def _record(index: int, context_len: int, proposal: Proposal, p: torch.Tensor, v
         p_drafted=tuple(p_drafted), n_accepted=n_accepted, emitted=tuple(emitted), emitted_kind=tuple(kinds),
         p_emitted=tuple(p_emitted), event=event, timing=timing,
         rejected_at=verdict.n_accepted if event == "rejected" else None,
-        uniforms=verdict.uniforms, draft_top=draft_top, target_top=_pairs(top_p), residual_top=residual_top,
+        uniforms=verdict.uniforms, draft_top=draft_top, target_top=top_pairs(top_p), residual_top=residual_top,
         draft_forwards=proposal.forwards, target_forwards=1, controller=controller_state,
     )
 
 
-def _pairs(top) -> tuple:
+def top_pairs(top) -> tuple:
+    """torch.topk output (rows × k) -> ((id, prob), ...) per row, as plain data."""
     return tuple(tuple(zip(ids, probs)) for ids, probs in zip(top.indices.tolist(), top.values.tolist()))
 
 
-def _clock(device: torch.device):
+def clock_for(device: torch.device):
     """perf_counter, after the device has finished its queued work (honest GPU timings)."""
     if device.type == "cuda":
         def clock() -> float:

@@ -23,8 +23,8 @@ from ..errors import TraceFormatError
 
 SCHEMA = "spec-explorer/trace@1"
 
-# A round's event: what its verification concluded.
-EVENTS = ("target", "no-draft", "all-accepted", "rejected")
+# A round's event: what its verification concluded (BiLD: the large model took over / rolled back).
+EVENTS = ("target", "no-draft", "all-accepted", "rejected", "fallback", "rollback")
 # How each emitted token came to be (the token view colours them so).
 EMITTED_KINDS = ("accepted", "corrected", "bonus", "target")
 
@@ -50,7 +50,8 @@ class RoundTrace:
     ``ar`` it is the one target token. ``emitted_kind`` says, per emitted token, which. ``uniforms`` are
     the r_i compared against p/q (sampling only). ``draft_top`` / ``target_top`` list the top
     alternatives ``[id, prob]`` per drafted / verified position (``target_top`` has K + 1 rows);
-    ``residual_top`` the top of norm(max(0, p − q)) at a rejection.
+    ``residual_top`` the top of norm(max(0, p − q)) at a rejection. ``detail`` holds what only one
+    method has (BiLD: the fallback and rollback facts).
     """
 
     index: int
@@ -72,6 +73,7 @@ class RoundTrace:
     draft_forwards: int = 0
     target_forwards: int = 1
     controller: dict[str, Any] = field(default_factory=dict)
+    detail: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,9 @@ class Settings:
     seed: int
     max_new_tokens: int
     chat: bool = True
+    fallback_threshold: float | None = None  # BiLD's α_FB
+    rollback_threshold: float | None = None  # BiLD's α_RB (None: no rollback)
+    max_small_steps: int | None = None  # BiLD's cap on a small-model turn
 
 
 @dataclass(frozen=True)
@@ -266,8 +271,9 @@ def _round_from_dict(data) -> RoundTrace:
     d["target_top"] = tuple(_pairs(rows) for rows in d.get("target_top", ()))
     if d.get("residual_top") is not None:
         d["residual_top"] = _pairs(d["residual_top"])
-    if not isinstance(d.get("controller", {}), dict):
-        raise TypeError("controller must be an object")
+    for name in ("controller", "detail"):
+        if not isinstance(d.get(name, {}), dict):
+            raise TypeError(f"{name} must be an object")
     return _build(RoundTrace, d)
 
 

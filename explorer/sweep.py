@@ -1,0 +1,84 @@
+"""BiLD's quality/cost trade-off over a grid of α_FB × α_RB (the BiLD paper's section 7.3.3, Figure 9).
+
+For each prompt of the shipped set, the large model's own greedy output (``ar``) is the reference; each
+grid point decodes every prompt with ``bild`` and reports agreement and ROUGE-L against it, large-model
+forwards per token and tokens/s against ``ar`` measured in the same process. ``pareto`` marks the points
+no other point beats on both quality (agreement) and cost (large forwards per token).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import sys
+import time
+from typing import Callable
+
+from .api import _load_cached, decode
+from .bench import load_prompts
+from .quality import compare
+
+DEFAULT_FALLBACKS = (0.2, 0.4, 0.6, 0.8)
+DEFAULT_ROLLBACKS = (1.0, 2.0, 3.0, 5.0, math.inf)
+
+
+def bild_sweep(model: str = "default", draft: str = "early-exit:4", fallbacks=DEFAULT_FALLBACKS,
+               rollbacks=DEFAULT_ROLLBACKS, max_new_tokens: int = 48, max_small_steps: int = 10,
+               prompts: list[str] | None = None,
+               progress: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True)) -> dict:
+    """Run the grid; returns ``{"points": [...], "meta": {...}}`` with the Pareto front marked."""
+    target = _load_cached(model, None, None)
+    texts = prompts if prompts is not None else [p["text"] for p in load_prompts()]
+    references, ar_seconds = [], 0.0
+    for text in texts:
+        start = time.perf_counter()
+        references.append(decode(target, text, method="ar", max_new_tokens=max_new_tokens))
+        ar_seconds += time.perf_counter() - start
+    ar_rate = sum(len(r.output_ids) for r in references) / ar_seconds
+    grid = [(fb, rb) for rb in rollbacks for fb in fallbacks]
+    points = []
+    for n, (fb, rb) in enumerate(grid, 1):
+        scores, forwards, tokens, seconds = [], 0, 0, 0.0
+        for text, ref in zip(texts, references):
+            start = time.perf_counter()
+            trace = decode(target, text, method="bild", draft=draft, fallback_threshold=fb, rollback_threshold=rb,
+                           max_small_steps=max_small_steps, max_new_tokens=max_new_tokens)
+            seconds += time.perf_counter() - start
+            scores.append(compare(list(trace.output_ids), list(ref.output_ids)))
+            forwards += trace.summary.target_forwards
+            tokens += trace.summary.new_tokens
+        point = {
+            "fallback_threshold": fb, "rollback_threshold": None if math.isinf(rb) else rb,
+            "agreement": statistics.mean(s["agreement"] for s in scores),
+            "rouge_l": statistics.mean(s["rouge_l"] for s in scores),
+            "large_forwards_per_token": forwards / tokens, "tokens_per_s": tokens / seconds,
+            "speedup_vs_ar": tokens / seconds / ar_rate, "wall_s": seconds,
+        }
+        points.append(point)
+        progress(f"[{n}/{len(grid)}] α_FB={fb} α_RB={rb}: agreement {point['agreement']:.2f}, "
+                 f"{point['large_forwards_per_token']:.2f} large forwards/token, {point['speedup_vs_ar']:.2f}× ar")
+    for p in points:
+        p["pareto"] = not any(_dominates(o, p) for o in points)
+    return {"points": points, "meta": {"model": model, "draft": draft, "prompts": len(texts),
+                                       "max_new_tokens": max_new_tokens, "max_small_steps": max_small_steps,
+                                       "ar_tokens_per_s": ar_rate}}
+
+
+def _dominates(a: dict, b: dict) -> bool:
+    better_or_equal = a["agreement"] >= b["agreement"] and a["large_forwards_per_token"] <= b["large_forwards_per_token"]
+    strictly = a["agreement"] > b["agreement"] or a["large_forwards_per_token"] < b["large_forwards_per_token"]
+    return better_or_equal and strictly
+
+
+def markdown(report: dict) -> str:
+    lines = ["| α_FB | α_RB | agreement with large | ROUGE-L | large forwards / token | tok/s | × ar | Pareto |",
+             "|" + "---|" * 8]
+    for p in report["points"]:
+        rb = "∞" if p["rollback_threshold"] is None else f"{p['rollback_threshold']:g}"
+        lines.append(f"| {p['fallback_threshold']:g} | {rb} | {p['agreement']:.2f} | {p['rouge_l']:.2f} "
+                     f"| {p['large_forwards_per_token']:.2f} | {p['tokens_per_s']:.1f} | {p['speedup_vs_ar']:.2f} "
+                     f"| {'★' if p['pareto'] else ''} |")
+    m = report["meta"]
+    lines.append(f"\n{m['model']} with the small model {m['draft']}, {m['prompts']} prompts, {m['max_new_tokens']} "
+                 f"new tokens, small turns capped at {m['max_small_steps']}; ar: {m['ar_tokens_per_s']:.1f} tok/s.")
+    return "\n".join(lines)
