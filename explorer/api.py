@@ -15,6 +15,7 @@ from typing import Iterator
 from . import theory
 from .engine.bild import BildConfig, bild_rounds
 from .engine.controllers import make_controller
+from .engine.costs import verify_cost_curve
 from .engine.drafters import ForwardDrafter, make_drafter
 from .engine.sampling import Rng, SamplingConfig
 from .engine.speculative import decode_rounds
@@ -146,7 +147,7 @@ def stream(model, prompt: str | None = None, *, prompt_ids: list[int] | None = N
     if method not in METHODS:
         raise ExplorerError(f"unknown method {method!r}: use one of {', '.join(METHODS)}")
     cfg = SamplingConfig(float(temperature), top_k, float(top_p))
-    ctrl = make_controller(controller, gamma)
+    ctrl = make_controller(controller, gamma, lambda: verify_cost_curve(target, max_tokens=gamma + 1))
     if not isinstance(max_new_tokens, int) or not 1 <= max_new_tokens <= MAX_NEW_TOKENS:
         raise ExplorerError(f"max_new_tokens must be a whole number from 1 to {MAX_NEW_TOKENS}, got {max_new_tokens!r}")
     if not isinstance(seed, int) or seed < 0:

@@ -17,34 +17,47 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
 import torch
 
 from . import theory
 from .api import _load_cached, decode
+from .engine.costs import verify_cost_curve
 from .errors import ExplorerError
+from .models import quiet_transformers
 
 PROMPTS_FILE = Path(__file__).resolve().parent.parent / "assets" / "prompts.json"
-DEFAULT_SYSTEMS = ("hf-generate", "ar", "speculative:prompt-lookup:3", "speculative:early-exit:4")
+DEFAULT_SYSTEMS = (
+    "hf-generate", "hf-assisted:prompt-lookup:3", "hf-assisted:early-exit:4", "ar",
+    "speculative:prompt-lookup:3", "speculative:prompt-lookup:3/cost-aware",
+    "speculative:early-exit:4", "speculative:early-exit:4/cost-aware",
+)
 
 
 @dataclass(frozen=True)
 class System:
-    """One way of decoding: ``hf-generate``, ``ar`` or ``speculative:<draft>``."""
+    """One way of decoding: ``hf-generate``, ``hf-assisted:<draft>``, ``ar``, ``speculative:<draft>[/controller]``."""
 
     name: str
-    method: str
+    method: str  # hf-generate | hf-assisted | ar | speculative
     draft: str | None
-    controller: str
+    controller: str | None
     gamma: int
 
 
 def parse_system(name: str, gamma: int, controller: str) -> System:
     if name in ("hf-generate", "ar"):
-        return System(name, name, None, "-", 0)
-    kind, _, draft = name.partition(":")
+        return System(name, name, None, None, 0)
+    kind, _, rest = name.partition(":")
+    draft, _, own_controller = rest.partition("/")
     if kind == "speculative" and draft:
-        return System(name, "speculative", draft, controller, gamma)
-    raise ExplorerError(f"unknown system {name!r}: use hf-generate, ar or speculative:<draft>")
+        return System(name, "speculative", draft, own_controller or controller, gamma)
+    if kind == "hf-assisted" and draft.split(":")[0] in ("prompt-lookup", "early-exit") and not own_controller:
+        return System(name, "hf-assisted", draft, "hf-constant", gamma)
+    raise ExplorerError(
+        f"unknown system {name!r}: use hf-generate, hf-assisted:prompt-lookup:n, hf-assisted:early-exit:N, "
+        "ar or speculative:<draft>[/controller]"
+    )
 
 
 def load_prompts(path: Path = PROMPTS_FILE) -> list[dict]:
@@ -53,10 +66,16 @@ def load_prompts(path: Path = PROMPTS_FILE) -> list[dict]:
 
 def run(model: str = "default", systems=DEFAULT_SYSTEMS, repeats: int = 3, max_new_tokens: int = 64,
         temperature: float = 0.0, gamma: int = 4, controller: str = "fixed", quick: bool = False,
+        prompts: list[dict] | None = None,
         progress: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True)) -> dict:
     """Run the benchmark and return ``{"rows": [...], "meta": {...}}`` (rows as documented in the README)."""
+    with quiet_transformers():  # HF's generate warns about its own arguments on every call
+        return _run(model, systems, repeats, max_new_tokens, temperature, gamma, controller, quick,
+                    prompts or load_prompts(), progress)
+
+
+def _run(model, systems, repeats, max_new_tokens, temperature, gamma, controller, quick, prompts, progress):
     target = _load_cached(model, None, None)
-    prompts = load_prompts()
     if quick:  # one prompt per category, short answers, two repeats
         seen, picked = set(), []
         for p in prompts:
@@ -69,49 +88,109 @@ def run(model: str = "default", systems=DEFAULT_SYSTEMS, repeats: int = 3, max_n
         chosen.insert(0, parse_system("ar", gamma, controller))  # every row is compared with our ar
     ids = [target.encode(p["text"]) for p in prompts]
 
+    assistants = {s.name: _hf_assistant_kwargs(target, s) for s in chosen if s.method == "hf-assisted"}
+
     def once(system: System, prompt_ids: list[int], n: int):
-        if system.method == "hf-generate":
-            return _hf_generate(target, prompt_ids, n, temperature)
+        if system.method.startswith("hf-"):
+            return _hf_generate(target, prompt_ids, n, temperature, **assistants.get(system.name, {}))
         start = time.perf_counter()
         trace = decode(target, prompt_ids=prompt_ids, method=system.method, draft=system.draft,
-                       gamma=system.gamma or 4, controller=system.controller if system.draft else "fixed",
+                       gamma=system.gamma or 4, controller=system.controller or "fixed",
                        temperature=temperature, max_new_tokens=n, seed=0)
         return list(trace.output_ids), time.perf_counter() - start, trace
 
     for system in chosen:  # warm-up: first calls pay for allocations and lazy initialisation
         once(system, ids[0], 8)
+    curve = verify_cost_curve(target, max_tokens=gamma + 2)
+    peak_mb: dict[str, float | None] = {s.name: None for s in chosen}
     # results[system][repeat][prompt] = (output ids, seconds, trace or None)
     results = {s.name: [[None] * len(ids) for _ in range(repeats)] for s in chosen}
     total, done = repeats * len(ids) * len(chosen), 0
     for rep in range(repeats):
         for j, prompt_ids in enumerate(ids):
             for system in chosen[rep % len(chosen):] + chosen[: rep % len(chosen)]:
+                _reset_peak_rss()
                 out = once(system, prompt_ids, max_new_tokens)
+                peak = _peak_rss_mb()
+                if peak is not None:
+                    peak_mb[system.name] = max(peak_mb[system.name] or 0.0, peak)
                 results[system.name][rep][j] = out
                 done += 1
                 progress(f"[{done}/{total}] {system.name} · {prompts[j]['category']} · "
                          f"{len(out[0])} tokens · {len(out[0]) / out[1]:.1f} tok/s")
-    rows = [_row(s, results, prompts, temperature) for s in chosen]
+    ratios = [t / curve[0] for t in curve]
+    rows = [_row(s, results, prompts, temperature, ratios) | {"peak_rss_mb": peak_mb[s.name]} for s in chosen]
     return {"rows": rows, "meta": {
+        "verify_cost_s": list(curve), "verify_cost_ratio": ratios,
         "model": model, "device": str(target.device), "dtype": str(target.dtype).replace("torch.", ""),
         "prompts": len(ids), "repeats": repeats, "max_new_tokens": max_new_tokens, "temperature": temperature,
         "gamma": gamma, "controller": controller, "torch_threads": torch.get_num_threads(), "quick": quick,
     }}
 
 
-def _hf_generate(target, prompt_ids, n, temperature):
+def _hf_assistant_kwargs(target, system: System) -> dict:
+    """Hugging Face's own assisted generation with the same draft as ours (constant γ)."""
+    kind, _, arg = system.draft.partition(":")
+    if kind == "prompt-lookup":
+        return {"prompt_lookup_num_tokens": system.gamma, "max_matching_ngram_size": int(arg)}
+    return {"assistant_model": early_exit_assistant(target.model, int(arg)),
+            "num_assistant_tokens": system.gamma, "num_assistant_tokens_schedule": "constant",
+            "assistant_confidence_threshold": 0.0}
+
+
+def early_exit_assistant(model: torch.nn.Module, n_layers: int) -> torch.nn.Module:
+    """A model object made of the target's own embedding, first N layers, norm and head (shared
+    tensors, nothing copied, the target untouched): what HF's ``assistant_model`` needs."""
+    import copy
+
+    config = copy.deepcopy(model.config)
+    config.num_hidden_layers = n_layers
+    if getattr(config, "layer_types", None):
+        config.layer_types = config.layer_types[:n_layers]
+    with torch.device("meta"):
+        assistant = type(model)(config)
+    assistant.model.embed_tokens = model.model.embed_tokens
+    assistant.model.layers = torch.nn.ModuleList(model.model.layers[:n_layers])
+    assistant.model.norm = model.model.norm
+    assistant.model.rotary_emb = model.model.rotary_emb
+    assistant.lm_head = model.lm_head
+    assistant.generation_config = copy.deepcopy(model.generation_config)
+    return assistant.eval()
+
+
+def _hf_generate(target, prompt_ids, n, temperature, **assist):
     x = torch.tensor([prompt_ids], device=target.device)
     kwargs = dict(do_sample=True, temperature=temperature, top_k=0) if temperature > 0 else dict(do_sample=False)
     start = time.perf_counter()
     with torch.inference_mode():
         out = target.model.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=n,
-                                    pad_token_id=min(target.eos_token_ids, default=0), **kwargs)
+                                    pad_token_id=min(target.eos_token_ids, default=0), **kwargs, **assist)
     if target.device.type == "cuda":
         torch.cuda.synchronize(target.device)
     return out[0, len(prompt_ids):].tolist(), time.perf_counter() - start, None
 
 
-def _row(system: System, results, prompts, temperature) -> dict:
+def _reset_peak_rss() -> None:
+    """Reset the kernel's high-water mark of this process's resident memory (Linux)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+    except OSError:
+        pass
+
+
+def _peak_rss_mb() -> float | None:
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
+
+
+def _row(system: System, results, prompts, temperature, verify_ratio) -> dict:
     runs = results[system.name]
     ar_runs, hf_runs = results["ar"], results.get("hf-generate")
 
@@ -133,8 +212,12 @@ def _row(system: System, results, prompts, temperature) -> dict:
     gammas = [t.summary.mean_gamma for t in traces if t.summary.mean_gamma]
     c = statistics.median(cs) if cs else None
     alpha = accepted / tested if tested else None
-    predicted = (float(theory.speedup(min(alpha, 1.0), statistics.mean(gammas), c))
-                 if alpha is not None and c is not None and gammas else None)
+    predicted = predicted_cost = None
+    if alpha is not None and c is not None and gammas:
+        mean_gamma = statistics.mean(gammas)
+        predicted = float(theory.speedup(min(alpha, 1.0), mean_gamma, c))
+        ratio = float(np.interp(mean_gamma + 1, np.arange(1, len(verify_ratio) + 1), verify_ratio))
+        predicted_cost = float(theory.speedup_with_verify_cost(min(alpha, 1.0), mean_gamma, c, ratio))
     identical = None
     if temperature == 0:
         identical = all(runs[k][j][0] == ar_runs[k][j][0] for k in range(len(runs)) for j in range(len(runs[k])))
@@ -149,7 +232,8 @@ def _row(system: System, results, prompts, temperature) -> dict:
         "speedup_vs_ar_by_category": by_category,
         "acceptance_rate": accepted / drafted if drafted else None, "alpha_hat": alpha,
         "tokens_per_target_forward": new / forwards if forwards else None, "c": c,
-        "predicted_speedup": predicted, "identical_to_ar": identical,
+        "predicted_speedup": predicted, "predicted_speedup_verify_cost": predicted_cost,
+        "identical_to_ar": identical,
     }
 
 
@@ -158,15 +242,20 @@ def markdown(report: dict) -> str:
     def fmt(x, spec=".2f"):
         return "–" if x is None else (("yes" if x else "**no**") if isinstance(x, bool) else format(x, spec))
 
-    lines = ["| system | tok/s median (min–max) | × HF generate | × our ar | acceptance | tok / target fwd "
-             "| c | Thm 3.8 predicts | identical to ar |", "|" + "---|" * 9]
+    lines = ["| system | tok/s median (min–max) | × HF generate | × our ar | worst category × ar | acceptance "
+             "| tok / target fwd | c | Thm 3.8 | Thm 3.8 with T(k) | identical to ar | peak RSS MB |",
+             "|" + "---|" * 12]
     for r in report["rows"]:
+        worst = min(r["speedup_vs_ar_by_category"].items(), key=lambda kv: kv[1])
         lines.append(
             f"| {r['system']} | {r['tokens_per_s']:.1f} ({r['tokens_per_s_min']:.1f}–{r['tokens_per_s_max']:.1f}) "
-            f"| {fmt(r['speedup_vs_hf'])} | {fmt(r['speedup_vs_ar'])} | {fmt(r['acceptance_rate'], '.0%')} "
-            f"| {fmt(r['tokens_per_target_forward'])} | {fmt(r['c'])} | {fmt(r['predicted_speedup'])} "
-            f"| {fmt(r['identical_to_ar'])} |")
+            f"| {fmt(r['speedup_vs_hf'])} | {fmt(r['speedup_vs_ar'])} | {worst[1]:.2f} ({worst[0]}) "
+            f"| {fmt(r['acceptance_rate'], '.0%')} | {fmt(r['tokens_per_target_forward'])} | {fmt(r['c'])} "
+            f"| {fmt(r['predicted_speedup'])} | {fmt(r['predicted_speedup_verify_cost'])} "
+            f"| {fmt(r['identical_to_ar'])} | {fmt(r['peak_rss_mb'], '.0f')} |")
     m = report["meta"]
+    lines.append("\nMeasured verify cost T(n)/T(1) for n = 1…" + str(len(m["verify_cost_ratio"])) + ": "
+                 + ", ".join(f"{x:.2f}" for x in m["verify_cost_ratio"]))
     lines.append(f"\n{m['model']} on {m['device']} ({m['dtype']}, {m['torch_threads']} threads), {m['prompts']} prompts "
                  f"× {m['repeats']} repeats, {m['max_new_tokens']} new tokens, temperature {m['temperature']}, "
                  f"γ = {m['gamma']} ({m['controller']}).")

@@ -169,7 +169,7 @@ def load(name, device: str | torch.device | None = None, dtype: str | torch.dtyp
     spec = name.strip()
     dev = resolve_device(device)
     dt = resolve_dtype(dtype, dev)
-    with _quiet_hub():
+    with quiet_transformers():
         if spec == "default":
             model, tok = _load_default(dt)
         elif spec.startswith("hf:"):
@@ -328,7 +328,7 @@ def _hub_tokenizer(repo: str, local_only: bool):
 
 
 @contextlib.contextmanager
-def _quiet_hub():
+def quiet_transformers():
     """Keep loading progress bars and warnings out of the CLI's and the app's output."""
     from transformers.utils import logging as hf_logging
 

@@ -36,3 +36,14 @@ def optimal_gamma(alpha, c, max_gamma: int = 32) -> int:
     """The integer γ in [1, max_gamma] that maximises Theorem 3.8 (the paper's Figure 3)."""
     gammas = np.arange(1, max_gamma + 1)
     return int(gammas[np.argmax(speedup(alpha, gammas, c))])
+
+
+def speedup_with_verify_cost(alpha, gamma, c, verify_ratio):
+    """Theorem 3.8 with verification priced as measured: E[tokens] / (γc + T(γ+1)/T(1)).
+
+    Leviathan et al. price a verification of γ + 1 tokens like one target step (T(γ+1) = T(1)), true on
+    an accelerator with spare parallelism; on a CPU, running two tokens costs ≈ 1.6× one (the matrix
+    kernels switch from GEMV to GEMM), so ``verify_ratio`` = T(γ+1)/T(1) enters the denominator.
+    """
+    gamma = np.asarray(gamma, dtype=float)
+    return expected_tokens(alpha, gamma) / (gamma * np.asarray(c, dtype=float) + np.asarray(verify_ratio, dtype=float))

@@ -42,3 +42,28 @@ def test_controller_state_is_recorded_per_round(tiny_target, tiny_draft):
         assert len(after.drafted) <= after.controller["gamma_before"]
     fixed = explorer.decode(tiny_target, "abc", draft=tiny_draft, gamma=3, max_new_tokens=10)
     assert all(r.controller == {"kind": "fixed", "gamma": 3} for r in fixed.rounds if r.drafted)
+
+
+def test_cost_aware_drafts_nothing_when_verification_is_dear_and_acceptance_low():
+    from explorer.engine.controllers import CostAware
+    from explorer.engine.trace import Timing
+
+    flat = CostAware(4, (0.1, 0.1, 0.1, 0.1, 0.1))  # a GPU-like curve: verifying 5 costs one step
+    assert flat.draft_length() == 4  # optimistic prior, free drafts: draft the most
+    dear = CostAware(4, (0.1, 0.16, 0.17, 0.18, 0.19))  # this CPU: two tokens cost 1.6 steps
+    for _ in range(6):  # every draft rejected at once
+        state = dear.update(4, 0, Timing(0.01, 0.19, 0.0), 4)
+    assert dear.alpha < 0.3 and dear.draft_length() == 0 and state["gamma_after"] == 0
+    for _ in range(30):  # nothing drafted for a while: the estimate relaxes and drafting is re-tried
+        dear.update(0, 0, Timing(0.0, 0.1, 0.0), 0)
+    assert dear.draft_length() > 0
+    assert 0.0 < dear.c < 1.0  # draft step 2.5 ms over a target step of ~0.1 s
+
+
+def test_cost_aware_is_lossless(default_model):
+    prompt = "Correct the spelling: Me and my freind goes to the libary every weeks."
+    ar = explorer.decode(default_model, prompt, method="ar", max_new_tokens=32)
+    for draft in ("prompt-lookup:3", "early-exit:4"):
+        t = explorer.decode(default_model, prompt, draft=draft, controller="cost-aware", max_new_tokens=32)
+        assert t.output_ids == ar.output_ids
+        assert all(r.controller["kind"] == "cost-aware" for r in t.rounds)

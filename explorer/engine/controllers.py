@@ -3,6 +3,7 @@
 A controller answers ``draft_length()`` before a round, may stop a draft early through
 ``keep_drafting(step, q_row)`` (the seam for EESD's Thompson-sampling stop rule), and learns from the
 round's outcome in ``update``, which returns the state record that goes into the round's trace.
+``update`` also receives the round's timing, for controllers that price drafting (``cost-aware``).
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ from typing import Any, Protocol
 
 import torch
 
+from .. import theory
 from ..errors import ExplorerError
+from .trace import Timing
 
 MAX_GAMMA = 64
 
@@ -23,7 +26,8 @@ class Controller(Protocol):
 
     def keep_drafting(self, step: int, q_row: torch.Tensor | None) -> bool: ...
 
-    def update(self, drafted: int, accepted: int) -> dict[str, Any]: ...
+    def update(self, drafted: int, accepted: int, timing: Timing | None = None,
+               draft_forwards: int = 0) -> dict[str, Any]: ...
 
 
 class Fixed:
@@ -40,7 +44,7 @@ class Fixed:
     def keep_drafting(self, step: int, q_row: torch.Tensor | None) -> bool:
         return True
 
-    def update(self, drafted: int, accepted: int) -> dict[str, Any]:
+    def update(self, drafted, accepted, timing=None, draft_forwards=0) -> dict[str, Any]:
         return {"kind": self.kind, "gamma": self.gamma}
 
 
@@ -59,7 +63,7 @@ class Heuristic:
     def keep_drafting(self, step: int, q_row: torch.Tensor | None) -> bool:
         return True
 
-    def update(self, drafted: int, accepted: int) -> dict[str, Any]:
+    def update(self, drafted, accepted, timing=None, draft_forwards=0) -> dict[str, Any]:
         before = self.gamma
         if drafted > 0:
             grown = self.gamma + 2 if accepted == drafted else self.gamma - 1
@@ -67,13 +71,85 @@ class Heuristic:
         return {"kind": self.kind, "gamma_before": before, "gamma_after": self.gamma}
 
 
-CONTROLLERS = {"fixed": Fixed, "heuristic": Heuristic}
+class CostAware:
+    """Draft the k in [0, γ] that maximises expected tokens per second, knowing the measured costs.
+
+    Expected tokens of a round, (1 − α^(k+1)) / (1 − α) (Leviathan et al., eq. 1), over its expected
+    time in target-step units, k·c + T(k+1)/T(1): Theorem 3.8 with verification priced by the measured
+    verify-cost curve T (``engine.costs``). k = 0 (no draft, a plain target step) wins when drafting
+    does not pay, so the method never falls far below ``ar``. α is a discounted Beta estimate over the
+    tested drafts; it relaxes towards an optimistic prior when nothing is drafted, so drafting is
+    re-tried after a while. c = the draft step's time over the target step's, both measured online.
+    """
+
+    kind = "cost-aware"
+    DISCOUNT = 0.8  # per round: evidence older than ~5 rounds fades
+    PRIOR = (0.8, 0.2)  # Beta pseudo-counts (mean 0.8): optimistic, so drafting is re-tried
+    EMA = 0.2
+
+    def __init__(self, gamma: int, verify_curve: tuple[float, ...]):
+        if len(verify_curve) < gamma + 1:
+            raise ExplorerError(f"the verify-cost curve covers {len(verify_curve)} tokens; γ + 1 = {gamma + 1} needed")
+        self.gamma = gamma
+        self.ratio = [t / verify_curve[0] for t in verify_curve]  # T(n)/T(1) for n = 1, 2, ...
+        self.successes, self.failures = 0.0, 0.0
+        self.draft_step_s: float | None = None
+        self.target_step_s: float | None = None
+        self.rounds = 0
+
+    @property
+    def alpha(self) -> float:
+        a0, b0 = self.PRIOR
+        return (self.successes + a0) / (self.successes + self.failures + a0 + b0)
+
+    @property
+    def c(self) -> float:
+        if self.draft_step_s is None or not self.target_step_s:
+            return 0.0  # unknown yet: assume free drafts and let the measurement correct it
+        return self.draft_step_s / self.target_step_s
+
+    def expected_rates(self) -> list[float]:
+        """Expected tokens per target-step time for k = 0..γ."""
+        alpha, c = min(self.alpha, 0.999), self.c
+        return [float(theory.speedup_with_verify_cost(alpha, k, c, self.ratio[k])) for k in range(self.gamma + 1)]
+
+    def draft_length(self) -> int:
+        rates = self.expected_rates()
+        return max(range(len(rates)), key=rates.__getitem__)
+
+    def keep_drafting(self, step: int, q_row: torch.Tensor | None) -> bool:
+        return True
+
+    def update(self, drafted, accepted, timing=None, draft_forwards=0) -> dict[str, Any]:
+        before = {"alpha": self.alpha, "c": self.c, "gamma": self.draft_length()}
+        self.successes *= self.DISCOUNT
+        self.failures *= self.DISCOUNT
+        self.successes += accepted
+        self.failures += 1 if accepted < drafted else 0  # a draft after a rejection is never tested
+        if timing is not None and self.rounds > 0:  # the first round also runs the prompt: skip it
+            self.target_step_s = _ema(self.target_step_s, timing.verify_s / self.ratio[min(drafted, self.gamma)])
+            if draft_forwards:
+                self.draft_step_s = _ema(self.draft_step_s, timing.draft_s / draft_forwards)
+            elif drafted:  # a model-free draft (prompt lookup): its cost is the lookup itself
+                self.draft_step_s = _ema(self.draft_step_s, timing.draft_s / drafted)
+        self.rounds += 1
+        return {"kind": self.kind, "alpha_before": before["alpha"], "alpha_after": self.alpha,
+                "c": self.c, "gamma_before": before["gamma"], "gamma_after": self.draft_length()}
 
 
-def make_controller(name: str, gamma: int) -> Controller:
+def _ema(old: float | None, new: float, weight: float = CostAware.EMA) -> float:
+    return new if old is None else (1 - weight) * old + weight * new
+
+
+CONTROLLERS = {"fixed": Fixed, "heuristic": Heuristic, "cost-aware": CostAware}
+
+
+def make_controller(name: str, gamma: int, verify_curve=None) -> Controller:
+    """A controller by name; ``verify_curve`` (seconds per forward of 1, 2, … tokens) for cost-aware."""
     if not isinstance(gamma, int) or isinstance(gamma, bool) or not 1 <= gamma <= MAX_GAMMA:
         raise ExplorerError(f"gamma must be a whole number from 1 to {MAX_GAMMA}, got {gamma!r}")
-    try:
-        return CONTROLLERS[name](gamma)
-    except KeyError:
-        raise ExplorerError(f"unknown controller {name!r}: use one of {', '.join(CONTROLLERS)}") from None
+    if name not in CONTROLLERS:
+        raise ExplorerError(f"unknown controller {name!r}: use one of {', '.join(CONTROLLERS)}")
+    if name == "cost-aware":
+        return CostAware(gamma, verify_curve() if callable(verify_curve) else verify_curve)
+    return CONTROLLERS[name](gamma)

@@ -72,11 +72,15 @@ def decode_rounds(target, drafter: Drafter | None, controller: Controller, cfg: 
         runner.truncate(len(context) - 1)
         if drafter is not None:
             drafter.rollback(context)
-        controller_state = controller.update(len(drafted), verdict.n_accepted) if drafter is not None else {}
+        controller_state = {}
+        if drafter is not None:  # the controller learns from this round's outcome and its costs so far
+            so_far = Timing(drafted_at - start, verified_at - drafted_at, clock() - verified_at)
+            controller_state = controller.update(len(drafted), verdict.n_accepted, so_far, proposal.forwards)
         done_at = clock()
+        timing = Timing(drafted_at - start, verified_at - drafted_at, done_at - verified_at)
 
         record = _record(index, context_len, proposal, p, verdict, emitted, n_accepted, drafter is not None,
-                         controller_state, Timing(drafted_at - start, verified_at - drafted_at, done_at - verified_at))
+                         controller_state, timing)
         yield record, clock() - done_at
         produced += len(emitted)
         index += 1

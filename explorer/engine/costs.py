@@ -1,0 +1,47 @@
+"""The measured cost of a target forward as a function of how many new tokens it runs: T(n).
+
+Verification runs K + 1 tokens in one forward. On a GPU that costs about one step; on this CPU a
+2-token forward costs ≈ 1.6× a 1-token one (GEMV vs GEMM kernels), so a draft-length policy that knows
+T(n) can decide that drafting does not pay (issue: the benchmark's cost-aware policy). Measured once per
+model and device per process, on a synthetic context, medians of a few repeats.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import torch
+
+from .cache import CachedForward
+from .forward import full_forward
+
+_CURVES: dict[tuple[int, str], tuple[float, ...]] = {}
+
+
+def verify_cost_curve(target, max_tokens: int = 17, context: int = 128, repeats: int = 5) -> tuple[float, ...]:
+    """Seconds for one target forward of n = 1..max_tokens new tokens after ``context`` cached ones.
+
+    Made non-decreasing (a running maximum of the medians): running more tokens never costs less, and a
+    noisy dip would otherwise tempt a policy into drafts that do not pay.
+    """
+    key = (id(target.model), f"{target.device}:{max_tokens}:{context}")
+    if key in _CURVES:
+        return _CURVES[key]
+    ids = [i % max(2, target.vocab_size - 1) + 1 for i in range(context + max_tokens)]
+    runner = CachedForward(full_forward(target.model), target.device)
+    runner.logits(ids[:context], 1)  # the cached prefix, and a warm-up
+    sync = torch.cuda.synchronize if target.device.type == "cuda" else (lambda: None)
+    curve = []
+    for n in range(1, max_tokens + 1):
+        times = []
+        for _ in range(repeats):
+            runner.truncate(context)
+            sync()
+            start = time.perf_counter()
+            runner.logits(ids[: context + n], n)
+            sync()
+            times.append(time.perf_counter() - start)
+        curve.append(max([statistics.median(times)] + curve[-1:]))
+    _CURVES[key] = tuple(curve)
+    return _CURVES[key]
