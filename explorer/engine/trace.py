@@ -276,7 +276,3 @@ def _round_from_dict(data) -> RoundTrace:
             raise TypeError(f"{name} must be an object")
     return _build(RoundTrace, d)
 
-
-def mean(values) -> float | None:
-    values = list(values)
-    return sum(values) / len(values) if values else None
