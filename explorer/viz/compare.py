@@ -1,0 +1,42 @@
+"""The benchmark's "Compare" view: each system's measured speed-up over HF ``generate`` (or our ``ar``)
+beside what Leviathan et al.'s Theorem 3.8 predicts from its measured α and c, and the same theorem with
+the measured verify cost T(γ+1)/T(1) in place of one step."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from .style import BASELINE_COLOUR, DRAFT_COLOUR, RUN_COLOUR, base_layout
+
+
+def compare_figure(report: dict, against: str = "ar") -> go.Figure:
+    """Grouped bars per system: measured, Theorem 3.8, Theorem 3.8 with T(k); a line at 1×."""
+    key = "speedup_vs_ar" if against == "ar" else "speedup_vs_hf"
+    baseline = "our ar" if against == "ar" else "HF generate"
+    rows = [r for r in report["rows"] if r.get(key) is not None]
+    names = [r["system"] for r in rows]
+    fig = go.Figure()
+    fig.add_trace(go.Bar(
+        x=names, y=[r[key] for r in rows], name="measured", marker_color=RUN_COLOUR,
+        customdata=[[r["tokens_per_s"], r["tokens_per_s_min"], r["tokens_per_s_max"], r["identical_to_ar"]] for r in rows],
+        hovertemplate="%{x}<br>%{y:.2f}× " + baseline + "<br>%{customdata[0]:.1f} tok/s "
+                      "(%{customdata[1]:.1f}–%{customdata[2]:.1f})<br>identical to ar: %{customdata[3]}<extra></extra>"))
+    # the theory predicts against autoregressive decoding, i.e. our ar
+    scale = {r["system"]: (1.0 if against == "ar" else r[key] / r["speedup_vs_ar"]) for r in rows}
+    for field, label, colour in (("predicted_speedup", "Theorem 3.8 (verify = 1 step)", BASELINE_COLOUR),
+                                 ("predicted_speedup_verify_cost", "Theorem 3.8 with measured T(γ+1)/T(1)", DRAFT_COLOUR)):
+        fig.add_trace(go.Bar(
+            x=names, y=[r.get(field) * scale[r["system"]] if r.get(field) is not None else None for r in rows],
+            name=label, marker_color=colour, opacity=0.75,
+            customdata=[[r.get("alpha_hat"), r.get("c")] for r in rows],
+            hovertemplate="%{x}<br>" + label + ": %{y:.2f}×<br>α = %{customdata[0]:.2f}, c = %{customdata[1]:.2f}"
+                          "<extra></extra>"))
+    fig.add_hline(y=1.0, line={"color": "#111827", "dash": "dash", "width": 1},
+                  annotation_text=f"1× = {baseline}", annotation_position="top left")
+    fig.update_layout(barmode="group")
+    fig.update_xaxes(title_text="system", tickangle=-20)
+    fig.update_yaxes(title_text=f"speed-up over {baseline} (×)", rangemode="tozero")
+    meta = report.get("meta", {})
+    title = (f"Speed-up over {baseline}: measured vs predicted · {meta.get('model', '')}, "
+             f"{meta.get('prompts', '?')} prompts × {meta.get('repeats', '?')} repeats")
+    return base_layout(fig, title, height=440)
