@@ -45,6 +45,10 @@ class System:
     gamma: int
 
 
+def print_progress(done: int, total: int, line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
 def parse_system(name: str, gamma: int, controller: str) -> System:
     if name in ("hf-generate", "ar"):
         return System(name, name, None, None, 0)
@@ -67,8 +71,11 @@ def load_prompts(path: Path = PROMPTS_FILE) -> list[dict]:
 def run(model: str = "default", systems=DEFAULT_SYSTEMS, repeats: int = 3, max_new_tokens: int = 64,
         temperature: float = 0.0, gamma: int = 4, controller: str = "fixed", quick: bool = False,
         prompts: list[dict] | None = None,
-        progress: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True)) -> dict:
-    """Run the benchmark and return ``{"rows": [...], "meta": {...}}`` (rows as documented in the README)."""
+        progress: Callable[[int, int, str], None] | None = None) -> dict:
+    """Run the benchmark and return ``{"rows": [...], "meta": {...}}`` (rows as documented in the README).
+
+    ``progress(done, total, line)`` is called after each run (default: the line on stderr)."""
+    progress = progress or print_progress
     with quiet_transformers():  # HF's generate warns about its own arguments on every call
         return _run(model, systems, repeats, max_new_tokens, temperature, gamma, controller, quick,
                     prompts or load_prompts(), progress)
@@ -116,7 +123,7 @@ def _run(model, systems, repeats, max_new_tokens, temperature, gamma, controller
                     peak_mb[system.name] = max(peak_mb[system.name] or 0.0, peak)
                 results[system.name][rep][j] = out
                 done += 1
-                progress(f"[{done}/{total}] {system.name} · {prompts[j]['category']} · "
+                progress(done, total, f"[{done}/{total}] {system.name} · {prompts[j]['category']} · "
                          f"{len(out[0])} tokens · {len(out[0]) / out[1]:.1f} tok/s")
     ratios = [t / curve[0] for t in curve]
     rows = [_row(s, results, prompts, temperature, ratios) | {"peak_rss_mb": peak_mb[s.name]} for s in chosen]

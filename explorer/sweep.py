@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import math
 import statistics
-import sys
 import time
 from typing import Callable
 
 from .api import _load_cached, decode
-from .bench import load_prompts
+from .bench import load_prompts, print_progress
 from .quality import compare
 
 DEFAULT_FALLBACKS = (0.2, 0.4, 0.6, 0.8)
@@ -25,8 +24,11 @@ DEFAULT_ROLLBACKS = (1.0, 2.0, 3.0, 5.0, math.inf)
 def bild_sweep(model: str = "default", draft: str = "early-exit:4", fallbacks=DEFAULT_FALLBACKS,
                rollbacks=DEFAULT_ROLLBACKS, max_new_tokens: int = 48, max_small_steps: int = 10,
                prompts: list[str] | None = None,
-               progress: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True)) -> dict:
-    """Run the grid; returns ``{"points": [...], "meta": {...}}`` with the Pareto front marked."""
+               progress: Callable[[int, int, str], None] | None = None) -> dict:
+    """Run the grid; returns ``{"points": [...], "meta": {...}}`` with the Pareto front marked.
+
+    ``progress(done, total, line)`` is called after each grid point (default: the line on stderr)."""
+    progress = progress or print_progress
     target = _load_cached(model, None, None)
     texts = prompts if prompts is not None else [p["text"] for p in load_prompts()]
     references, ar_seconds = [], 0.0
@@ -55,7 +57,7 @@ def bild_sweep(model: str = "default", draft: str = "early-exit:4", fallbacks=DE
             "speedup_vs_ar": tokens / seconds / ar_rate, "wall_s": seconds,
         }
         points.append(point)
-        progress(f"[{n}/{len(grid)}] α_FB={fb} α_RB={rb}: agreement {point['agreement']:.2f}, "
+        progress(n, len(grid), f"[{n}/{len(grid)}] α_FB={fb} α_RB={rb}: agreement {point['agreement']:.2f}, "
                  f"{point['large_forwards_per_token']:.2f} large forwards/token, {point['speedup_vs_ar']:.2f}× ar")
     for p in points:
         p["pareto"] = not any(_dominates(o, p) for o in points)

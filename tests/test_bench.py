@@ -15,7 +15,7 @@ def test_bench_rows(default_model):
     systems = ("hf-generate", "hf-assisted:prompt-lookup:3", "speculative:prompt-lookup:3",
                "speculative:early-exit:4/cost-aware")
     lines = []
-    report = bench.run("default", systems, repeats=2, max_new_tokens=8, prompts=prompts, progress=lines.append)
+    report = bench.run("default", systems, repeats=2, max_new_tokens=8, prompts=prompts, progress=lambda done, total, line: lines.append(line))
     rows = {r["system"]: r for r in report["rows"]}
     assert set(rows) == set(systems) | {"ar"}  # ar is always measured: every row is compared with it
     for row in rows.values():
