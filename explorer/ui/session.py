@@ -6,19 +6,30 @@ import threading
 
 
 class StopRequests:
-    """Sessions that asked their running decode to stop (checked by the decode after every round)."""
+    """Which sessions are decoding, and which of them asked to stop (checked after every round)."""
 
     def __init__(self):
+        self._running: set[str] = set()
         self._pending: set[str] = set()
         self._lock = threading.Lock()
 
-    def request(self, session: str) -> None:
+    def begin(self, session: str) -> None:
         with self._lock:
-            self._pending.add(session)
-
-    def clear(self, session: str) -> None:
-        with self._lock:
+            self._running.add(session)
             self._pending.discard(session)
+
+    def end(self, session: str) -> None:
+        with self._lock:
+            self._running.discard(session)
+            self._pending.discard(session)
+
+    def request(self, session: str) -> bool:
+        """Ask the session's decode to stop; False when it has none running."""
+        with self._lock:
+            if session not in self._running:
+                return False
+            self._pending.add(session)
+            return True
 
     def pending(self, session: str) -> bool:
         with self._lock:

@@ -61,6 +61,7 @@ def round_panels(trace, round_index: int) -> list[Panel]:
                 f"residual at #{j + 1} → {name} {MARK['corrected']} corrected", f.token_id,
                 {"q (draft)": _row(r.draft_top, j, {}), "p (target)": _row(r.target_top, j, {f.token_id: f.p}),
                  "residual norm(max(0, p − q))": dict(r.residual_top)},
+                first="residual norm(max(0, p − q))",
             ))
         elif f.fate == "corrected":
             panels.append(_panel(
@@ -79,7 +80,7 @@ def round_panels(trace, round_index: int) -> list[Panel]:
 def round_detail_figure(trace, round_index: int) -> go.Figure:
     """The round's panels as one figure (three panels a row)."""
     title = "Round detail: target p vs draft q at each drafted position"
-    if not trace.rounds:
+    if trace is None or not trace.rounds:
         return empty_figure(title, "Run a prompt or upload a trace to see a round.")
     index = max(0, min(int(round_index), len(trace.rounds) - 1))
     panels = round_panels(trace, index)
@@ -103,6 +104,9 @@ def round_detail_figure(trace, round_index: int) -> go.Figure:
         fig.update_xaxes(title_text="probability (0–1)", range=[0, 1.02], row=row, col=col, title_standoff=4)
         fig.update_yaxes(autorange="reversed", row=row, col=col, tickfont={"size": 11},
                          title_text="token" if col == 1 else None)
+    for n in range(len(panels), rows * cols):  # the grid's unused cells
+        fig.update_xaxes(visible=False, row=n // cols + 1, col=n % cols + 1)
+        fig.update_yaxes(visible=False, row=n // cols + 1, col=n % cols + 1)
     r = trace.rounds[index]
     fig.update_layout(barmode="group", bargap=0.25)
     base_layout(fig, f"Round {index + 1} ({r.event}): target p vs draft q per position; ▸ marks the token chosen",
@@ -121,14 +125,16 @@ def _row(tops, i: int, known: dict) -> dict[int, float]:
     return values
 
 
-def _panel(title: str, chosen: int, series: dict[str, dict[int, float]]) -> Panel:
-    """Candidates: the chosen token, then the others by their largest probability in any series."""
+def _panel(title: str, chosen: int, series: dict[str, dict[int, float]], first: str | None = None) -> Panel:
+    """Candidates: the chosen token, then the others by their largest probability in any series
+    (those of the series ``first`` before the rest: a residual panel shows the whole residual top)."""
     best: dict[int, float] = {}
     for values in series.values():
         for token, prob in values.items():
             if prob >= MIN_SHOWN_PROB or token == chosen:
                 best[token] = max(best.get(token, 0.0), prob)
-    others = sorted((t for t in best if t != chosen), key=lambda t: -best[t])
+    leading = series.get(first, {})
+    others = sorted((t for t in best if t != chosen), key=lambda t: (t not in leading, -best[t]))
     return Panel(title, chosen, [chosen] + others[: MAX_CANDIDATES - 1], series)
 
 

@@ -21,6 +21,7 @@ from .style import BASELINE_COLOUR, RUN_COLOUR, TARGET_COLOUR, base_layout
 
 GAMMA_MAX = 16
 COST_RATIOS = (0.01, 0.05, 0.1, 0.2, 0.5)
+COST_COLOURS = ("#1e3a8a", "#2563eb", "#0891b2", "#059669", "#ca8a04", "#dc2626", "#7c3aed")
 ALPHAS = np.round(np.arange(0.02, 0.991, 0.01), 2)
 OPTIMAL_GAMMA_MAX = 32
 PANEL_TITLES = (
@@ -65,14 +66,15 @@ def theory_figure(alpha: float, c: float, c_hat: float, trace=None, baseline=Non
     ), row=1, col=1)
     fig.add_hline(y=1.0, line={"color": "#9ca3af", "dash": "dot", "width": 1}, row=1, col=1)
 
-    # 2. optimal γ against α, one curve per c (the slider's c among them)
+    # 2. optimal γ against α, one curve per c (the slider's c drawn thick)
     ratios = sorted(set(COST_RATIOS) | {round(c, 3)})
-    for ratio in ratios:
+    for n, ratio in enumerate(ratios):
         is_slider = abs(ratio - round(c, 3)) < 1e-9
         fig.add_trace(go.Scatter(
-            x=ALPHAS, y=optimal_gamma_curve(ratio), mode="lines", line_shape="hv", name=f"optimal γ, c={ratio:g}",
-            line={"width": 3 if is_slider else 1.5, "color": TARGET_COLOUR if is_slider else None},
-            opacity=1.0 if is_slider else 0.6, legendgroup="optimal", showlegend=is_slider,
+            x=ALPHAS, y=optimal_gamma_curve(ratio), mode="lines", line_shape="hv",
+            name=f"c={ratio:g}" + (" (slider)" if is_slider else ""),
+            line={"width": 3.5 if is_slider else 1.5, "color": COST_COLOURS[n % len(COST_COLOURS)]},
+            legendgroup="optimal", legendgrouptitle_text="optimal γ at",
             hovertemplate=f"c = {ratio:g}<br>α = %{{x:.2f}}<br>optimal γ = %{{y}}<extra></extra>",
         ), row=1, col=2)
 
@@ -95,7 +97,7 @@ def theory_figure(alpha: float, c: float, c_hat: float, trace=None, baseline=Non
     fig.update_yaxes(title_text="optimal γ (tokens)", type="log", row=1, col=2)
     fig.update_xaxes(title_text="γ (drafted tokens per round)", dtick=2, row=1, col=3)
     fig.update_yaxes(title_text="operations (× autoregressive)", rangemode="tozero", row=1, col=3)
-    return base_layout(fig, title, height=430)
+    return base_layout(fig, title, height=470, legend_below=True)
 
 
 def _add_run(fig: go.Figure, trace, baseline, gammas, c_hat: float) -> str:

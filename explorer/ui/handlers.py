@@ -1,0 +1,329 @@
+"""Event handlers: page inputs → engine / viz → ``{component: value}`` updates.
+
+Thin by design: decoding is ``explorer.stream``, every picture is ``explorer.viz``. What lives here is
+the wiring: streaming rounds to the page while they decode, Stop, stepping through rounds, the
+autoregressive baseline, trace files, and turning every user error into one readable line on the page.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import shutil
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import gradio as gr
+
+import explorer
+from explorer import viz
+
+from .baseline import BASELINES, baseline_stream
+from .session import STOPS, session_id
+from .views import slot_updates
+
+if TYPE_CHECKING:
+    from .layout import Page
+
+log = logging.getLogger(__name__)
+
+# Live updates while decoding. The page is drawn in the process that decodes, and drawing competes with
+# the decode for the CPU (and Python's GIL), which would slow the very rounds being timed: the token view
+# (cheap) follows every few rounds, the figures (tens of ms each) every couple of seconds.
+LIVE_TEXT_EVERY_S = 0.3
+LIVE_PLOTS_EVERY_S = 2.0
+# Models load once per process (explorer.api caches them); the lock keeps two sessions that start at
+# the same moment from loading the same model twice.
+LOAD_LOCK = threading.Lock()
+TRACE_DIR = Path(tempfile.gettempdir()) / "spec-explorer-traces"
+
+
+class Handlers:
+    """The page's event handlers, bound to its components (``Page``)."""
+
+    def __init__(self, page: "Page"):
+        self.page = page
+
+    # -- run and stop -------------------------------------------------------------------------------
+
+    def run(self, prompt, model, method, draft, gamma, controller, temperature, top_k, top_p, max_new_tokens,
+            seed, alpha, c, c_hat, request: gr.Request):
+        """Decode, streaming rounds to the page; then measure the autoregressive baseline once."""
+        p = self.page
+        session = session_id(request)
+        STOPS.begin(session)
+        try:
+            options = decode_options(method, draft, gamma, controller, temperature, top_k, top_p, max_new_tokens, seed)
+            yield {p.status: f"⏳ Loading `{model}` and encoding the prompt…"}
+            with LOAD_LOCK:
+                decoding = explorer.stream(model, prompt, **options)
+            started = time.perf_counter()
+            last_text = last_plots = 0.0
+            baseline = None
+            for r in decoding:
+                if STOPS.pending(session):
+                    break
+                now = time.perf_counter()
+                if r.index == 0 or now - last_text >= LIVE_TEXT_EVERY_S:
+                    trace = decoding.trace()
+                    plots = r.index == 0 or now - last_plots >= LIVE_PLOTS_EVERY_S
+                    if r.index == 0:
+                        baseline = BASELINES.get(trace)
+                    last_text = now
+                    last_plots = now if plots else last_plots
+                    status = (f"⏳ Decoding… round {r.index + 1} · {trace.summary.new_tokens} / "
+                              f"{options['max_new_tokens']} tokens · {now - started:.1f} s")
+                    yield self._live(trace, baseline, status, plots, first=r.index == 0)
+            trace = decoding.trace()
+            BASELINES.put(trace)
+            baseline = BASELINES.get(trace)
+            yield self._finished(trace, baseline, alpha, c, c_hat, session)
+            if baseline is None and trace.summary.stop_reason != "stopped" and trace.rounds:
+                yield from self._measure_baseline(trace, alpha, c, c_hat, session)
+        except explorer.ExplorerError as err:
+            yield self._error(str(err))
+        except Exception as err:  # unexpected: log the stack trace, show one line
+            log.exception("run failed")
+            yield self._error(f"unexpected error ({type(err).__name__}): {_first_line(err)}")
+        finally:
+            STOPS.end(session)
+
+    def stop(self, request: gr.Request):
+        """Ask this session's decode to stop after its current round (it keeps what it decoded)."""
+        if not STOPS.request(session_id(request)):
+            return {}
+        return {self.page.status: "■ Stopping after the current round…"}
+
+    def _measure_baseline(self, trace, alpha, c, c_hat, session):
+        p = self.page
+        yield {p.status: f"{viz.run_summary(trace)}\n\n⏳ Measuring the autoregressive baseline on the same "
+                         "prompt and settings (once; cached for later runs)…"}
+        with LOAD_LOCK:
+            decoding = baseline_stream(trace)
+        last_shown = time.perf_counter()
+        for r in decoding:
+            if STOPS.pending(session):
+                yield {p.status: f"{viz.run_summary(trace)}\n\nBaseline skipped (stopped)."}
+                return
+            if time.perf_counter() - last_shown >= 1.0:
+                last_shown = time.perf_counter()
+                yield {p.status: f"{viz.run_summary(trace)}\n\n⏳ Measuring the autoregressive baseline… "
+                                 f"{sum(len(x.emitted) for x in decoding.rounds)} / {trace.settings.max_new_tokens} tokens"}
+        BASELINES.put(decoding.trace())
+        baseline = BASELINES.get(trace)
+        yield {
+            p.latency: viz.latency_figure(trace, baseline),
+            p.theory: viz.theory_figure(alpha, c, c_hat, trace, baseline),
+            p.status: viz.run_summary(trace, baseline),
+        }
+
+    # -- what a trace shows -------------------------------------------------------------------------
+
+    def _live(self, trace, baseline, status: str, plots: bool, first: bool) -> dict:
+        """While decoding: the token view and the slider follow the newest round; the plots (the
+        costly part) only every ``LIVE_PLOTS_EVERY_S``."""
+        p = self.page
+        n = len(trace.rounds)
+        updates = {
+            p.trace_state: trace,
+            p.round_slider: _slider(n),
+            p.tokens: viz.token_html(trace, n - 1),
+            p.status: status,
+        }
+        if first:
+            updates[p.banner] = viz.method_banner(trace.method, explorer.METHODS.get(trace.method))
+            updates.update(self._pause())
+        if plots:
+            updates[p.latency] = viz.latency_figure(trace, baseline)
+            updates.update(self._round(trace, n - 1))
+        return updates
+
+    def _finished(self, trace, baseline, alpha, c, c_hat, session: str) -> dict:
+        """A whole trace on the page: state, every view at its last round, and its file to download."""
+        p = self.page
+        n = len(trace.rounds)
+        return {
+            p.trace_state: trace,
+            p.round_slider: _slider(n),
+            p.banner: viz.method_banner(trace.method, explorer.METHODS.get(trace.method)),
+            p.latency: viz.latency_figure(trace, baseline),
+            p.theory: viz.theory_figure(alpha, c, c_hat, trace, baseline),
+            p.status: viz.run_summary(trace, baseline),
+            p.download: gr.DownloadButton(value=str(write_trace_file(trace, session)), interactive=True),
+            **self._round(trace, n - 1),
+        }
+
+    def _round(self, trace, index: int) -> dict:
+        p = self.page
+        return {
+            p.tokens: viz.token_html(trace, index),
+            p.round_detail: viz.round_detail_figure(trace, index),
+            **slot_updates(p.view_slots, trace, index),
+        }
+
+    def _error(self, message: str) -> dict:
+        gr.Warning(message)
+        return {self.page.status: f"⚠️ {message}"}
+
+    # -- stepping through rounds --------------------------------------------------------------------
+
+    def show_round(self, trace, value):
+        """The user moved the slider: redraw the token view, the round detail and the method views."""
+        if trace is None or not trace.rounds:
+            return {}
+        return self._round(trace, _round_index(trace, value))
+
+    def step(self, trace, value, delta: int):
+        """Previous / next: move one round and draw it."""
+        if trace is None or not trace.rounds:
+            return {}
+        index = min(max(_round_index(trace, value) + delta, 0), len(trace.rounds) - 1)
+        return {self.page.round_slider: index + 1, **self._round(trace, index)}
+
+    def previous_round(self, trace, value):
+        return self.step(trace, value, -1)
+
+    def next_round(self, trace, value):
+        return self.step(trace, value, +1)
+
+    def toggle_play(self, trace, value, playing):
+        """Play from the selected round (from the first when at the end) or pause."""
+        p = self.page
+        if playing or trace is None or len(trace.rounds) < 2:
+            return self._pause()
+        updates = {p.timer: gr.Timer(active=True), p.play_btn: gr.Button(value="⏸ Pause"), p.playing: True}
+        if _round_index(trace, value) >= len(trace.rounds) - 1:
+            updates.update({p.round_slider: 1, **self._round(trace, 0)})
+        return updates
+
+    def tick(self, trace, value):
+        """One step of play; stops at the last round."""
+        if trace is not None and _round_index(trace, value) < len(trace.rounds) - 1:
+            return self.step(trace, value, +1)
+        return self._pause()
+
+    def _pause(self) -> dict:
+        p = self.page
+        return {p.timer: gr.Timer(active=False), p.play_btn: gr.Button(value="▶ Play"), p.playing: False}
+
+    # -- theory, method, trace files ----------------------------------------------------------------
+
+    def theory(self, alpha, c, c_hat, trace):
+        baseline = BASELINES.get(trace) if trace is not None else None
+        return {self.page.theory: viz.theory_figure(alpha, c, c_hat, trace, baseline)}
+
+    def method_changed(self, method):
+        """The banner describes the chosen method; ``ar`` has no drafter."""
+        p = self.page
+        return {p.banner: viz.method_banner(method, explorer.METHODS.get(method)),
+                p.draft: gr.Dropdown(interactive=method != "ar")}
+
+    def upload(self, data, alpha, c, c_hat, request: gr.Request):
+        """Replay an uploaded trace; a bad file leaves the session's current trace as it was."""
+        if data is None:
+            return {}
+        try:
+            trace = explorer.load_trace(data)
+        except explorer.ExplorerError as err:
+            return self._error(f"{err} (your current trace is kept)")
+        except Exception as err:
+            log.exception("upload failed")
+            return self._error(f"could not read the file ({type(err).__name__}): {_first_line(err)}")
+        updates = self._finished(trace, BASELINES.get(trace), alpha, c, c_hat, session_id(request))
+        updates[self.page.status] = f"Replaying an uploaded trace (no model needed). {updates[self.page.status]}"
+        return updates
+
+    def api_decode(self, prompt: str, method: str = "speculative", draft: str | None = "early-exit:8",
+                   gamma: int = 4, temperature: float = 0.0, max_new_tokens: int = 64, seed: int = 0,
+                   model: str = "default") -> str:
+        """Decode one prompt and return its trace as JSON (``explorer.load_trace`` reads it back)."""
+        try:
+            options = decode_options(method, draft, gamma, "fixed", temperature, 0, 1.0, max_new_tokens, seed)
+            with LOAD_LOCK:
+                decoding = explorer.stream(model, prompt, **options)
+            return decoding.run().to_json()
+        except explorer.ExplorerError as err:
+            raise gr.Error(str(err), print_exception=False) from None
+        except Exception as err:
+            log.exception("api decode failed")
+            raise gr.Error(f"unexpected error ({type(err).__name__}): {_first_line(err)}", print_exception=False) from None
+
+
+# -- helpers ----------------------------------------------------------------------------------------
+
+
+def decode_options(method, draft, gamma, controller, temperature, top_k, top_p, max_new_tokens, seed) -> dict:
+    """The page's (or the API's) values as ``explorer.stream`` keywords; numbers must be whole where the
+    engine counts (γ, top-k, tokens, seed). Ranges are the engine's to check."""
+    method = (method or "").strip()
+    draft = (draft or "").strip() or None
+    return {
+        "method": method,
+        "draft": None if method == "ar" else draft,
+        "gamma": whole("γ (gamma)", gamma),
+        "controller": (controller or "fixed").strip(),
+        "temperature": number("temperature", temperature),
+        "top_k": whole("top-k", top_k),
+        "top_p": number("top-p", top_p),
+        "max_new_tokens": whole("max new tokens", max_new_tokens),
+        "seed": whole("seed", seed),
+    }
+
+
+def whole(name: str, value) -> int:
+    if isinstance(value, bool) or value is None:
+        raise explorer.ExplorerError(f"{name} must be a whole number, got {value!r}")
+    if isinstance(value, int):
+        return value
+    try:
+        as_float = float(value)
+    except (TypeError, ValueError):
+        raise explorer.ExplorerError(f"{name} must be a whole number, got {value!r}") from None
+    if not as_float.is_integer():
+        raise explorer.ExplorerError(f"{name} must be a whole number, got {value!r}")
+    return int(as_float)
+
+
+def number(name: str, value) -> float:
+    try:
+        result = float(value)
+    except (TypeError, ValueError):
+        raise explorer.ExplorerError(f"{name} must be a number, got {value!r}") from None
+    if not math.isfinite(result):
+        raise explorer.ExplorerError(f"{name} must be a finite number, got {value!r}")
+    return result
+
+
+def write_trace_file(trace, session: str) -> Path:
+    """The trace as a JSON file for the download button (one file per session, replaced by the next)."""
+    folder = TRACE_DIR / re.sub(r"[^A-Za-z0-9_-]", "_", session)[:64]
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True, exist_ok=True)
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", f"trace-{trace.method}-{trace.draft or 'none'}-{time.strftime('%Y%m%d-%H%M%S')}")
+    path = folder / f"{name}.json"
+    path.write_text(trace.to_json(), encoding="utf-8")
+    return path
+
+
+def _slider(n_rounds: int) -> gr.Slider:
+    """The round slider for a trace of ``n_rounds``, at its last round (Gradio's slider needs
+    minimum < maximum, so a one-round trace gets a range of two and the handlers clamp)."""
+    return gr.Slider(minimum=1, maximum=max(n_rounds, 2), value=max(n_rounds, 1), step=1, interactive=n_rounds > 0)
+
+
+def _round_index(trace, value) -> int:
+    """The slider's 1-based round number as a 0-based index into the trace's rounds."""
+    try:
+        chosen = int(round(float(value)))
+    except (TypeError, ValueError):
+        chosen = len(trace.rounds)
+    return max(0, min(chosen - 1, len(trace.rounds) - 1))
+
+
+def _first_line(err: BaseException) -> str:
+    lines = str(err).strip().splitlines()
+    return lines[0][:200] if lines else type(err).__name__

@@ -1,0 +1,191 @@
+"""The page: its components (``Page``) and the events that connect them to ``Handlers``.
+
+Sections: Run (prompt, model, method, drafter, γ / controller, sampling, length, seed; Run / Stop),
+the token view with the round stepper, the round detail, latency, theory, the method views (one slot
+per registered view) and trace files. Element ids named in the project's contract are kept stable:
+``prompt``, ``run``, ``stop``, ``round-slider``, ``tokens``, ``round-detail``, ``latency-plot``,
+``theory-plot``, ``trace-download``, ``trace-upload``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import gradio as gr
+
+import explorer
+from explorer import viz
+from explorer.engine.controllers import CONTROLLERS, MAX_GAMMA
+
+from .examples import EXAMPLES
+from .handlers import Handlers
+from .views import ViewSlot, build_view_slots
+
+# Decodes are CPU/GPU bound: running more at once only slows each one down. Sessions beyond the limit
+# wait in Gradio's queue (and see their place in it).
+DECODE_CONCURRENCY = int(os.environ.get("EXPLORER_DECODE_CONCURRENCY", "2"))
+DRAFTS = ["early-exit:8", "early-exit:16", "early-exit:24", "prompt-lookup:3", "prompt-lookup:2", "model:default"]
+MODELS = ["default", "tiny-random"]
+INTRO = (
+    "# Speculative Decoding Explorer\n"
+    "A small draft proposes γ tokens, the target model checks them all in one forward pass and keeps the "
+    "longest prefix it agrees with (Leviathan et al. 2023). Run a prompt and watch each round: which drafts "
+    "were accepted, rejected or discarded, what the two models believed, where the time went, and how the "
+    "measured speedup compares with the theory."
+)
+
+
+@dataclass
+class Page:
+    """Every component a handler reads or writes."""
+
+    prompt: gr.Textbox
+    model: gr.Dropdown
+    method: gr.Dropdown
+    draft: gr.Dropdown
+    gamma: gr.Slider
+    controller: gr.Radio
+    temperature: gr.Slider
+    top_k: gr.Number
+    top_p: gr.Slider
+    max_new_tokens: gr.Slider
+    seed: gr.Number
+    run_btn: gr.Button
+    stop_btn: gr.Button
+    status: gr.Markdown
+    banner: gr.HTML
+    tokens: gr.HTML
+    round_slider: gr.Slider
+    prev_btn: gr.Button
+    play_btn: gr.Button
+    next_btn: gr.Button
+    timer: gr.Timer
+    round_detail: gr.Plot
+    latency: gr.Plot
+    theory_alpha: gr.Slider
+    theory_c: gr.Slider
+    theory_c_hat: gr.Slider
+    theory: gr.Plot
+    download: gr.DownloadButton
+    upload: gr.UploadButton
+    trace_state: gr.State
+    playing: gr.State
+    view_slots: list[ViewSlot]
+
+    def round_views(self) -> list:
+        """Outputs redrawn when the selected round changes."""
+        return [self.tokens, self.round_detail] + [c for s in self.view_slots for c in (s.box, s.output)]
+
+    def everything(self) -> list:
+        """Outputs a whole new trace can touch."""
+        return [self.trace_state, self.round_slider, self.banner, self.latency, self.theory, self.status,
+                self.download, self.timer, self.play_btn, self.playing] + self.round_views()
+
+
+def build_demo() -> gr.Blocks:
+    """The whole app; ``launch`` it with ``launch_options()`` for its theme and styles."""
+    first = EXAMPLES[0]
+    with gr.Blocks(title="Speculative Decoding Explorer", analytics_enabled=False,
+                   delete_cache=(3600, 3600)) as demo:
+        gr.Markdown(INTRO, elem_id="page-title")
+        trace_state = gr.State(None)
+        playing = gr.State(False)
+        with gr.Row(equal_height=False):
+            with gr.Column(scale=5, min_width=360):
+                prompt = gr.Textbox(label="Prompt", value=first.prompt, lines=6, max_lines=14, elem_id="prompt")
+                examples_slot = gr.Column()
+                with gr.Row():
+                    run_btn = gr.Button("▶ Run", variant="primary", elem_id="run")
+                    stop_btn = gr.Button("■ Stop", variant="stop", elem_id="stop")
+                status = gr.Markdown("Ready. Pick an example or write a prompt, then Run.", elem_id="status")
+                with gr.Row():
+                    model = gr.Dropdown(MODELS, value="default", label="Target model", allow_custom_value=True,
+                                        info="default: SmolLM2-135M-Instruct, or type hf:ORG/NAME", elem_id="model")
+                    method = gr.Dropdown(list(explorer.METHODS), value=first.method, label="Method", elem_id="method")
+                with gr.Row():
+                    draft = gr.Dropdown(DRAFTS, value=first.draft, label="Drafter", allow_custom_value=True,
+                                        info="model:<name> · early-exit:N · prompt-lookup:n", elem_id="draft")
+                    controller = gr.Radio(list(CONTROLLERS), value="fixed", label="γ controller",
+                                          info="heuristic: +2 after a full accept, −1 otherwise", elem_id="controller")
+                with gr.Row():
+                    gamma = gr.Slider(1, min(MAX_GAMMA, 16), value=4, step=1, precision=0,
+                                      label="γ: tokens drafted per round", elem_id="gamma")
+                    max_new_tokens = gr.Slider(1, 512, value=64, step=1, precision=0, label="max new tokens",
+                                               elem_id="max-new-tokens")
+                with gr.Accordion("Sampling", open=True):
+                    with gr.Row():
+                        temperature = gr.Slider(0, 2, value=0.0, step=0.05, label="temperature (0 = greedy)",
+                                                elem_id="temperature")
+                        top_p = gr.Slider(0.05, 1, value=1.0, step=0.05, label="top-p (1 = off)", elem_id="top-p")
+                    with gr.Row():
+                        top_k = gr.Number(0, precision=0, minimum=0, label="top-k (0 = off)", elem_id="top-k")
+                        seed = gr.Number(0, precision=0, minimum=0, label="seed", elem_id="seed")
+                with examples_slot:
+                    gr.Examples([[e.prompt, e.method, e.draft] for e in EXAMPLES], inputs=[prompt, method, draft],
+                                example_labels=[e.kind for e in EXAMPLES], label="Examples (prompt and a drafter that suits it)")
+            with gr.Column(scale=8):
+                banner = gr.HTML(viz.method_banner(first.method, explorer.METHODS.get(first.method)),
+                                 css_template=viz.BANNER_CSS, js_on_load=None, elem_id="method-banner")
+                tokens = gr.HTML("<div class='tok-view'><span class='tok-empty'>Run a prompt (or upload a trace) "
+                                 "to see its tokens round by round.</span></div>",
+                                 css_template=viz.TOKEN_CSS, js_on_load=None, elem_id="tokens", min_height=160)
+                with gr.Row(elem_id="round-stepper", equal_height=True):
+                    prev_btn = gr.Button("◀ Prev", size="sm", elem_id="prev-round", scale=0, min_width=80)
+                    play_btn = gr.Button("▶ Play", size="sm", elem_id="play-rounds", scale=0, min_width=90)
+                    next_btn = gr.Button("Next ▶", size="sm", elem_id="next-round", scale=0, min_width=80)
+                    round_slider = gr.Slider(1, 2, value=1, step=1, precision=0, label="Round", interactive=False,
+                                             elem_id="round-slider", scale=1)
+                timer = gr.Timer(0.8, active=False)
+                round_detail = gr.Plot(viz.round_detail_figure(None, 0), show_label=False, elem_id="round-detail")
+        latency = gr.Plot(viz.latency_figure(None), show_label=False, elem_id="latency-plot")
+        view_slots = build_view_slots()
+        gr.Markdown("### Theory: expected speedup, optimal γ, arithmetic operations", elem_classes=["section-title"])
+        with gr.Row():
+            theory_alpha = gr.Slider(0, 0.99, value=0.8, step=0.01, label="α: acceptance rate", elem_id="theory-alpha")
+            theory_c = gr.Slider(0, 1, value=0.1, step=0.01, label="c: draft / target time per forward",
+                                 elem_id="theory-c")
+            theory_c_hat = gr.Slider(0, 1, value=0.1, step=0.01, label="ĉ: draft / target operations per token",
+                                     elem_id="theory-c-hat")
+        theory = gr.Plot(viz.theory_figure(0.8, 0.1, 0.1), show_label=False, elem_id="theory-plot")
+        gr.Markdown("### Traces: save a run, replay it anywhere without a model", elem_classes=["section-title"])
+        with gr.Row():
+            download = gr.DownloadButton("⬇ Download this trace (.json)", interactive=False, elem_id="trace-download")
+            upload = gr.UploadButton("⬆ Upload a trace (.json) to replay", file_types=[".json"], type="binary",
+                                     elem_id="trace-upload")
+
+        page = Page(prompt, model, method, draft, gamma, controller, temperature, top_k, top_p, max_new_tokens, seed,
+                    run_btn, stop_btn, status, banner, tokens, round_slider, prev_btn, play_btn, next_btn, timer,
+                    round_detail, latency, theory_alpha, theory_c, theory_c_hat, theory, download, upload,
+                    trace_state, playing, view_slots)
+        _wire(page, Handlers(page))
+    return demo
+
+
+def _wire(p: Page, h: Handlers) -> None:
+    theory_inputs = [p.theory_alpha, p.theory_c, p.theory_c_hat]
+    stepping = [p.trace_state, p.round_slider]
+    play_outputs = [p.timer, p.play_btn, p.playing, p.round_slider, *p.round_views()]
+    quiet = {"show_progress": "hidden", "api_visibility": "private"}
+    p.run_btn.click(
+        h.run,
+        inputs=[p.prompt, p.model, p.method, p.draft, p.gamma, p.controller, p.temperature, p.top_k, p.top_p,
+                p.max_new_tokens, p.seed, *theory_inputs],
+        outputs=p.everything(), concurrency_limit=DECODE_CONCURRENCY, concurrency_id="decode",
+        show_progress="minimal", show_progress_on=[p.status], api_visibility="private",
+    )
+    # Not queued: a Stop must get through while this session's decode holds its place in the queue.
+    p.stop_btn.click(h.stop, outputs=[p.status], queue=False, **quiet)
+    # `input` (not `change`): fired by the user's drag, click, arrow keys or number box, never by the
+    # handlers' own updates, which draw the round themselves; so nothing is drawn twice.
+    p.round_slider.input(h.show_round, inputs=stepping, outputs=p.round_views(), trigger_mode="always_last", **quiet)
+    p.prev_btn.click(h.previous_round, inputs=stepping, outputs=[p.round_slider, *p.round_views()], **quiet)
+    p.next_btn.click(h.next_round, inputs=stepping, outputs=[p.round_slider, *p.round_views()], **quiet)
+    p.play_btn.click(h.toggle_play, inputs=[*stepping, p.playing], outputs=play_outputs, **quiet)
+    p.timer.tick(h.tick, inputs=stepping, outputs=play_outputs, **quiet)
+    for slider in theory_inputs:
+        slider.release(h.theory, inputs=[*theory_inputs, p.trace_state], outputs=[p.theory],
+                       trigger_mode="always_last", **quiet)
+    p.method.change(h.method_changed, inputs=[p.method], outputs=[p.banner, p.draft], **quiet)
+    p.upload.upload(h.upload, inputs=[p.upload, *theory_inputs], outputs=p.everything(), **quiet)
+    gr.api(h.api_decode, api_name="decode", concurrency_limit=DECODE_CONCURRENCY, concurrency_id="decode")

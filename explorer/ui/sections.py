@@ -1,0 +1,122 @@
+"""Self-contained sections of the page, each building its own components and wiring its own events:
+
+- ``compare_section`` — the benchmark's Compare view: the latest run shipped in ``assets/bench-latest.json``
+  (made by ``python -m explorer bench``), or a report the user uploads;
+- ``bild_sweep_section`` — BiLD's quality/cost trade-off over a grid of α_FB × α_RB, run on demand with a
+  progress bar (the BiLD paper's Figure 9 on this model).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import gradio as gr
+
+from explorer import bench, sweep
+from explorer.errors import ExplorerError
+from explorer.viz import empty_figure
+from explorer.viz.compare import compare_figure
+from explorer.viz.views.bild import sweep_figure
+
+LATEST_BENCH = Path(__file__).resolve().parents[2] / "assets" / "bench-latest.json"
+AGAINST = {"our ar": "ar", "HF generate": "hf"}
+
+
+def load_bench_report(data: bytes | str) -> dict:
+    """A benchmark report from JSON, checked enough to draw it; ``ExplorerError`` otherwise."""
+    try:
+        report = json.loads(data)
+        rows = report["rows"]
+        for row in rows:
+            row["system"], row["tokens_per_s"], row["speedup_vs_ar"]  # noqa: B018 (presence check)
+    except (ValueError, KeyError, TypeError):
+        raise ExplorerError("not a benchmark report: expected the JSON that `python -m explorer bench` writes") from None
+    return report
+
+
+def _compare_outputs(report: dict | None, against: str):
+    if not report:
+        return (empty_figure("Speed-up over our ar: measured vs predicted",
+                             "No benchmark report yet: run `python -m explorer bench` or upload one."), "")
+    return compare_figure(report, AGAINST[against]), bench.markdown(report)
+
+
+def compare_section() -> None:
+    """The Compare view (call inside the Blocks context)."""
+    shipped = load_bench_report(LATEST_BENCH.read_text()) if LATEST_BENCH.is_file() else None
+    gr.Markdown("### Compare: every method side by side", elem_classes=["section-title"])
+    gr.Markdown("Measured in one process, interleaved, medians over repeats — the latest run of "
+                "`python -m explorer bench` that ships with the app, or a report you upload. Bars: the measured "
+                "speed-up, Leviathan et al.'s Theorem 3.8 from the measured α and c, and the same theorem with the "
+                "verification priced as measured, T(γ+1)/T(1).")
+    report_state = gr.State(shipped)
+    with gr.Row():
+        against = gr.Radio(list(AGAINST), value="our ar", label="Speed-up over", elem_id="compare-against")
+        upload = gr.UploadButton("⬆ Upload a benchmark report (.json)", file_types=[".json"], type="binary",
+                                 elem_id="compare-upload")
+    figure, table = _compare_outputs(shipped, "our ar")
+    plot = gr.Plot(figure, show_label=False, elem_id="compare-plot")
+    markdown = gr.Markdown(table, elem_id="compare-table")
+
+    def redraw(report, against_label):
+        return _compare_outputs(report, against_label)
+
+    def uploaded(data, report, against_label):
+        try:
+            report = load_bench_report(data)
+        except ExplorerError as err:
+            gr.Warning(str(err))
+            return report, *_compare_outputs(report, against_label)
+        return report, *_compare_outputs(report, against_label)
+
+    against.change(redraw, inputs=[report_state, against], outputs=[plot, markdown], api_visibility="private")
+    upload.upload(uploaded, inputs=[upload, report_state, against], outputs=[report_state, plot, markdown],
+                  api_visibility="private")
+
+
+def parse_thresholds(text: str, name: str, allow_inf: bool) -> tuple[float, ...]:
+    """Comma-separated thresholds from a text box; a readable error for anything else."""
+    try:
+        values = tuple(float(x) for x in str(text).split(",") if x.strip())
+    except ValueError:
+        raise ExplorerError(f"{name}: write comma-separated numbers, e.g. 0.2, 0.5, 0.8") from None
+    if not values or len(values) > 8:
+        raise ExplorerError(f"{name}: give between 1 and 8 values")
+    if any(math.isnan(v) or (math.isinf(v) and not allow_inf) for v in values):
+        raise ExplorerError(f"{name}: {'only α_RB may be inf' if not allow_inf else 'no NaN'}")
+    return values
+
+
+def bild_sweep_section(concurrency_limit: int) -> None:
+    """BiLD's threshold sweep (call inside the Blocks context)."""
+    gr.Markdown("### BiLD: quality against cost over α_FB × α_RB", elem_classes=["section-title"])
+    gr.Markdown("Each point decodes the shipped prompts with `bild` and compares the text with the large model's "
+                "own greedy output (token agreement, ROUGE-L) against the large model's forwards per token. "
+                "One curve per α_RB; marker size grows with α_FB; the Pareto front is dotted. BiLD is lossy.")
+    with gr.Row():
+        draft = gr.Textbox("early-exit:8", label="small model", elem_id="sweep-draft")
+        fallbacks = gr.Textbox("0.2, 0.5, 0.8", label="α_FB values", elem_id="sweep-fallbacks")
+        rollbacks = gr.Textbox("1, 3, inf", label="α_RB values (inf: no rollback)", elem_id="sweep-rollbacks")
+        prompts = gr.Slider(1, len(bench.load_prompts()), value=2, step=1, label="prompts", elem_id="sweep-prompts")
+        tokens = gr.Slider(8, 96, value=24, step=8, label="new tokens", elem_id="sweep-tokens")
+    run = gr.Button("Run the sweep", elem_id="sweep-run")
+    plot = gr.Plot(empty_figure("BiLD trade-off: quality against cost", "Run the sweep to draw it."),
+                   show_label=False, elem_id="bild-sweep-plot")
+    table = gr.Markdown(elem_id="bild-sweep-table")
+
+    def run_sweep(draft_spec, fb_text, rb_text, n_prompts, n_tokens, progress=gr.Progress()):
+        try:
+            fbs = parse_thresholds(fb_text, "α_FB", allow_inf=False)
+            rbs = parse_thresholds(rb_text, "α_RB", allow_inf=True)
+            texts = [p["text"] for p in bench.load_prompts()[: int(n_prompts)]]
+            progress(0, desc="large model's own outputs (the reference)")
+            report = sweep.bild_sweep("default", draft_spec.strip(), fbs, rbs, int(n_tokens), prompts=texts,
+                                      progress=lambda done, total, line: progress(done / total, desc=line))
+        except ExplorerError as err:
+            raise gr.Error(str(err)) from None
+        return sweep_figure(report), sweep.markdown(report)
+
+    run.click(run_sweep, inputs=[draft, fallbacks, rollbacks, prompts, tokens], outputs=[plot, table],
+              concurrency_limit=concurrency_limit, concurrency_id="decode", api_visibility="private")

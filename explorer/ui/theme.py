@@ -1,0 +1,34 @@
+"""The page's look: a theme with system fonts (no font downloads, so it works offline) and the CSS
+that ``launch`` takes (Gradio 6 moved ``theme`` and ``css`` from ``gr.Blocks`` to ``launch``).
+
+The token view's own styles travel with its component (``css_template``), so tokens are coloured even
+when the app is launched without these options."""
+
+from __future__ import annotations
+
+import gradio as gr
+
+PAGE_CSS = """
+.gradio-container { max-width: 1500px !important; }
+#page-title h1 { margin-bottom: 0; }
+#page-title p { margin-top: 4px; color: #4b5563; }
+#status { min-height: 2.2em; font-size: 13px; }
+#status p { margin: 0; }
+#tokens { min-height: 180px; }
+#round-stepper { align-items: center; }
+#round-stepper button { max-width: 110px; }
+.section-title h3 { margin: 10px 0 0; }
+"""
+
+
+def theme() -> gr.themes.Base:
+    return gr.themes.Soft(
+        primary_hue="blue", neutral_hue="slate",
+        font=["ui-sans-serif", "system-ui", "-apple-system", "Segoe UI", "Roboto", "sans-serif"],
+        font_mono=["ui-monospace", "SFMono-Regular", "Menlo", "monospace"],
+    )
+
+
+def launch_options() -> dict:
+    """Keyword arguments for ``demo.launch`` (merged with the caller's own)."""
+    return {"theme": theme(), "css": PAGE_CSS, "max_file_size": "50mb", "show_error": False}

@@ -1,0 +1,117 @@
+"""The app through its API (``gradio_client``) and its page definition, served in this process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from conftest_ui import free_port, served_app
+from gradio_client import Client
+
+import explorer
+
+ROOT = Path(__file__).resolve().parent.parent
+CONTRACT_IDS = ["prompt", "run", "stop", "round-slider", "tokens", "round-detail", "latency-plot", "theory-plot",
+                "trace-download", "trace-upload"]
+
+
+@pytest.fixture(scope="module")
+def served():
+    with served_app() as (demo, url):
+        yield demo, url
+
+
+@pytest.fixture(scope="module")
+def client(served):
+    return Client(served[1], verbose=False)
+
+
+def test_decode_returns_a_trace_that_loads(client):
+    out = client.predict("the quick brown fox", "speculative", "model:tiny-random:2:1", 3, 1.0, 24, 5, "tiny-random:1",
+                         api_name="/decode")
+    trace = explorer.load_trace(out)
+    assert (trace.method, trace.model, trace.draft) == ("speculative", "tiny-random:1", "model:tiny-random:2:1")
+    assert trace.settings.gamma == 3 and trace.settings.temperature == 1.0 and trace.settings.seed == 5
+    assert trace.summary.new_tokens == 24 and trace.summary.stop_reason == "max_new_tokens"
+    assert trace.prompt == "the quick brown fox"
+
+
+def test_decode_takes_the_seven_contract_arguments_on_the_default_model(client):
+    out = client.predict("What is 2 + 2?", "speculative", "prompt-lookup:2", 4, 0.0, 6, 0, api_name="/decode")
+    trace = explorer.load_trace(out)
+    assert trace.model == "default" and trace.draft == "prompt-lookup:2"
+    assert 1 <= trace.summary.new_tokens <= 6 and trace.text.strip()
+
+
+@pytest.mark.parametrize("args, message", [
+    (("hi", "speculative", "early-exit:1", 0, 0.0, 8, 0), "gamma must be a whole number from 1 to 64, got 0"),
+    (("hi", "medusa", "early-exit:1", 4, 0.0, 8, 0), "unknown method 'medusa'"),
+    (("hi", "speculative", "early-exit:x", 4, 0.0, 8, 0), "bad draft 'early-exit:x'"),
+    (("hi", "speculative", "early-exit:1", 2.5, 0.0, 8, 0), "γ (gamma) must be a whole number, got 2.5"),
+    (("  ", "ar", None, 4, 0.0, 8, 0), "the prompt is empty"),
+    (("hi", "ar", None, 4, 0.0, 0, 0), "max_new_tokens must be a whole number from 1 to"),
+    (("hi", "ar", None, 4, -1.0, 8, 0), "temperature"),
+])
+def test_bad_inputs_come_back_as_one_readable_line(client, args, message):
+    with pytest.raises(Exception) as caught:
+        client.predict(*args, "tiny-random", api_name="/decode")
+    text = str(caught.value)
+    assert message in text
+    assert "Traceback" not in text and "\n" not in text.strip()
+
+
+def test_an_unknown_hub_model_fails_fast_offline(client):
+    started = time.perf_counter()
+    with pytest.raises(Exception, match="not in the local Hugging Face cache"):
+        client.predict("hi", "ar", None, 4, 0.0, 4, 0, "hf:nobody/no-such-model", api_name="/decode")
+    assert time.perf_counter() - started < 30
+
+
+def test_three_clients_decode_at_once(served):
+    def job(seed):
+        c = Client(served[1], verbose=False)
+        return explorer.load_trace(c.predict("abc", "speculative", "model:tiny-random:2:1", 4, 1.0, 16, seed,
+                                             "tiny-random:1", api_name="/decode"))
+
+    with ThreadPoolExecutor(3) as pool:
+        traces = list(pool.map(job, [1, 2, 3]))
+    assert [t.settings.seed for t in traces] == [1, 2, 3]
+    assert all(t.summary.new_tokens == 16 for t in traces)
+
+
+def test_the_page_has_the_contract_ids_and_lists_every_method(served):
+    demo, _ = served
+    components = {c.get("props", {}).get("elem_id"): c for c in demo.config["components"]}
+    assert set(CONTRACT_IDS) <= set(components)
+    choices = [value for _, value in components["method"]["props"]["choices"]]
+    assert choices == list(explorer.METHODS)
+    api = {d.get("api_name") for d in demo.config["dependencies"] if d.get("api_visibility", "public") == "public"}
+    assert "decode" in api
+
+
+def test_python_app_py_serves_on_the_port_from_the_environment():
+    port = free_port()
+    env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port), "EXPLORER_PRELOAD": ""}
+    proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2) as response:
+                    assert response.status == 200
+                    assert "Speculative Decoding Explorer" in response.read().decode()
+                    break
+            except OSError:
+                assert proc.poll() is None, proc.stdout.read().decode()[-2000:]
+                assert time.monotonic() < deadline, "app.py did not serve within 120 s"
+                time.sleep(0.5)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

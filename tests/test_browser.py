@@ -1,0 +1,166 @@
+"""The page in a real browser (Debian's Chromium through Playwright): run, watch, step, stop, replay.
+
+Screenshots and the measured timings go to test-artifacts/ (git-ignored).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from conftest_ui import served_app
+
+import explorer
+from explorer import viz
+
+CHROMIUM = Path("/usr/bin/chromium")
+ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = ROOT / "test-artifacts"
+DATA = Path(__file__).parent / "data"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"]
+UPLOAD_INPUT = "xpath=//button[@id='trace-upload']/preceding-sibling::input[@type='file'][1]"
+DECODE_TIMEOUT_MS = 240_000  # the default model on a busy 2-core CPU
+
+if not CHROMIUM.exists():
+    pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium)", allow_module_level=True)
+
+from playwright.sync_api import expect, sync_playwright  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def url():
+    with served_app() as (_, base):
+        yield base
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser, url):
+    context = browser.new_context(viewport={"width": 1500, "height": 1000}, accept_downloads=True)
+    page = context.new_page()
+    page.goto(url)
+    page.wait_for_selector("#run")
+    yield page
+    context.close()
+
+
+def set_number(page, elem_id: str, value) -> None:
+    """Type into a slider's number box and press Enter (what fires its input event)."""
+    box = page.locator(f"#{elem_id} input[type=number]")
+    box.fill(str(value))
+    box.press("Enter")
+
+
+def status(page) -> str:
+    return page.inner_text("#status")
+
+
+def wait_status(page, text: str, timeout: int = DECODE_TIMEOUT_MS) -> None:
+    page.wait_for_function("t => document.querySelector('#status').innerText.includes(t)", arg=text, timeout=timeout)
+
+
+def download_trace(page):
+    expect(page.locator("#trace-download")).to_be_enabled()
+    with page.expect_download() as info:
+        page.click("#trace-download")
+    return explorer.load_trace(Path(info.value.path()).read_text())
+
+
+def fates_on_page(page) -> dict:
+    return {f: page.locator(f"#tokens .tok-current.tok-{f}").count() for f in viz.FATES}
+
+
+def test_run_watch_and_step_through_rounds(page):
+    set_number(page, "max-new-tokens", 32)
+    started = time.perf_counter()
+    page.click("#run")
+    page.wait_for_selector("#tokens .tok", timeout=DECODE_TIMEOUT_MS)
+    first_round_s = time.perf_counter() - started
+    wait_status(page, "stop:")
+    last_round_s = time.perf_counter() - started
+
+    for plot in ("round-detail", "latency-plot", "theory-plot", "view-acceptance"):
+        expect(page.locator(f"#{plot} .js-plotly-plot")).to_have_count(1)
+    trace = download_trace(page)
+    assert trace.method == "speculative" and trace.draft == "prompt-lookup:3" and trace.summary.new_tokens == 32
+    assert page.locator("#tokens .tok").count() == trace.summary.new_tokens + sum(
+        len(trace.rounds[-1].drafted) - trace.rounds[-1].n_accepted for _ in [0])
+
+    # step to a round that had drafts: the page's fates must be the trace's
+    drafted = [r for r in trace.rounds if r.drafted] or list(trace.rounds)
+    chosen = drafted[len(drafted) // 2]
+    set_number(page, "round-slider", chosen.index + 1)
+    expect(page.locator("#tokens .tok-caption")).to_contain_text(f"Round {chosen.index + 1} of {len(trace.rounds)}")
+    assert fates_on_page(page) == viz.fate_counts(chosen)
+    assert page.locator("#tokens .tok-past").count() == sum(len(r.emitted) for r in trace.rounds[: chosen.index])
+    first_current = page.locator("#tokens .tok-current").first.get_attribute("title")
+    assert "p = " in first_current
+    if chosen.event == "rejected":
+        assert "q = " in page.locator("#tokens .tok-current.tok-rejected").get_attribute("title")
+
+    page.click("#next-round")
+    expect(page.locator("#tokens .tok-caption")).to_contain_text(f"Round {chosen.index + 2} of")
+    page.click("#prev-round")  # each step waits for the page: a click reads the slider's current value
+    expect(page.locator("#tokens .tok-caption")).to_contain_text(f"Round {chosen.index + 1} of")
+    page.click("#prev-round")
+    expect(page.locator("#tokens .tok-caption")).to_contain_text(f"Round {max(chosen.index, 1)} of")
+    page.click("#play-rounds")
+    expect(page.locator("#tokens .tok-caption")).to_contain_text(f"Round {chosen.index + 1} of", timeout=10_000)
+    page.click("#play-rounds")  # pause
+
+    wait_status(page, "measured ×")  # the autoregressive baseline ran once for these settings
+    expect(page.locator("#latency-plot")).to_contain_text("measured speedup")
+    set_number(page, "round-slider", chosen.index + 1)
+    expect(page.locator("#tokens .tok-caption")).to_contain_text(f"Round {chosen.index + 1} of")
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "browser-run.png"), full_page=True)
+    (ARTIFACTS / "browser-timings.json").write_text(json.dumps({
+        "model": trace.model, "draft": trace.draft, "new_tokens": trace.summary.new_tokens,
+        "rounds": trace.summary.rounds, "run_to_first_round_s": round(first_round_s, 2),
+        "run_to_last_round_s": round(last_round_s, 2), "engine_wall_s": round(trace.summary.wall_s, 2),
+    }, indent=2))
+
+
+def test_stop_keeps_what_was_decoded(page):
+    set_number(page, "max-new-tokens", 400)
+    page.click("#run")
+    page.wait_for_selector("#tokens .tok", timeout=DECODE_TIMEOUT_MS)
+    page.click("#stop")
+    wait_status(page, "stopped by you", timeout=60_000)
+    trace = download_trace(page)
+    assert trace.summary.stop_reason == "stopped"
+    assert 1 <= trace.summary.new_tokens < 400
+    assert page.locator("#round-slider input[type=number]").input_value() == str(len(trace.rounds))
+    assert "Measuring" not in status(page)  # a stopped run is not compared with a baseline
+
+
+def test_upload_replays_a_trace_and_a_bad_file_keeps_it(page, tmp_path):
+    page.set_input_files(UPLOAD_INPUT, str(DATA / "trace_sampled_tiny.json"))
+    wait_status(page, "Replaying an uploaded trace", timeout=30_000)
+    sampled = explorer.load_trace((DATA / "trace_sampled_tiny.json").read_text())
+    last = sampled.rounds[-1]
+    expect(page.locator("#tokens .tok-caption")).to_contain_text(f"Round {len(sampled.rounds)} of {len(sampled.rounds)}")
+    assert page.locator("#tokens .tok").count() == sampled.summary.new_tokens + len(last.drafted) - last.n_accepted
+    expect(page.locator("#view-acceptance .js-plotly-plot")).to_have_count(1)
+
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"schema": "someone-else/v2"}')
+    page.set_input_files(UPLOAD_INPUT, str(bad))
+    wait_status(page, "not a spec-explorer trace", timeout=30_000)
+    assert "your current trace is kept" in status(page)
+    set_number(page, "round-slider", 1)  # the uploaded trace is still the session's
+    expect(page.locator("#tokens .tok-caption")).to_contain_text(f"Round 1 of {len(sampled.rounds)}")
+    assert fates_on_page(page) == viz.fate_counts(sampled.rounds[0])
+    residual = page.locator("#round-detail").inner_text()
+    assert "residual" in residual
+    page.screenshot(path=str(ARTIFACTS / "browser-replay.png"), full_page=True) if ARTIFACTS.exists() else None
