@@ -120,10 +120,10 @@ def summarize(rounds: tuple[RoundTrace, ...], record_s: float, stop_reason: str,
 def _cost_ratio(rounds) -> float | None:
     """c = seconds per draft forward / seconds per target forward, over the rounds after the first (the
     first verification also runs the whole prompt, which would make the target look slow)."""
-    later = [r for r in rounds[1:] if r.drafted]
-    draft_forwards = sum(r.draft_forwards for r in later)
+    later = [r for r in rounds[1:] if r.drafted and r.target_forwards]
     if not later:
         return None
+    draft_forwards = sum(r.draft_forwards for r in later)
     per_target = sum(r.timing.verify_s for r in later) / sum(r.target_forwards for r in later)
     per_draft = sum(r.timing.draft_s for r in later) / draft_forwards if draft_forwards else 0.0
     return per_draft / per_target if per_target > 0 else None

@@ -26,6 +26,13 @@ def test_no_fallback_no_rollback_is_the_small_models_greedy_output(tiny_target, 
                         rollback_threshold=math.inf, max_small_steps=64, max_new_tokens=30)
     assert t.output_ids == small.output_ids
     assert t.summary.target_forwards == 0  # the large model never ran
+    short_turns = explorer.decode(tiny_target, "the cat", method="bild", draft=tiny_draft, fallback_threshold=0.0,
+                                  rollback_threshold=None, max_small_steps=4, max_new_tokens=30)
+    assert short_turns.output_ids != small.output_ids  # the large model adds a token after each turn
+    assert short_turns.summary.new_tokens == 30  # and a summary over rounds of every kind still adds up
+    capped = explorer.decode(tiny_target, "the cat", method="bild", draft=tiny_draft, fallback_threshold=0.0,
+                             rollback_threshold=None, max_small_steps=64, max_new_tokens=30)
+    assert capped.summary.c_measured is None
 
 
 def test_events_are_consistent_with_the_text(default_model):

@@ -164,3 +164,32 @@ def test_upload_replays_a_trace_and_a_bad_file_keeps_it(page, tmp_path):
     residual = page.locator("#round-detail").inner_text()
     assert "residual" in residual
     page.screenshot(path=str(ARTIFACTS / "browser-replay.png"), full_page=True) if ARTIFACTS.exists() else None
+
+
+def test_bild_run_shows_its_views_and_agreement_and_the_sweep_draws(page):
+    page.locator("#method input").click()
+    page.get_by_role("option", name="bild", exact=True).click()
+    expect(page.locator("#bild-settings")).to_be_visible()
+    expect(page.locator("#method-banner")).to_contain_text("Lossy method")
+    page.locator("#draft input").fill("early-exit:8")
+    page.locator("#draft input").press("Enter")
+    set_number(page, "max-new-tokens", 16)
+    page.click("#run")
+    wait_status(page, "token agreement with the target's own output")  # after the ar baseline
+    expect(page.locator("#view-bild-tokens .bild-tok").first).to_be_visible()
+    expect(page.locator("#view-bild-events .js-plotly-plot")).to_have_count(1)
+    trace = download_trace(page)
+    assert trace.method == "bild" and trace.settings.fallback_threshold == 0.6
+    assert {r.event for r in trace.rounds} <= {"fallback", "rollback"}
+
+    expect(page.locator("#compare-plot .js-plotly-plot")).to_have_count(1)
+    expect(page.locator("#compare-table")).to_contain_text("hf-generate")
+    page.locator("#sweep-fallbacks textarea, #sweep-fallbacks input").first.fill("0.5")
+    page.locator("#sweep-rollbacks textarea, #sweep-rollbacks input").first.fill("2, inf")
+    set_number(page, "sweep-prompts", 1)
+    set_number(page, "sweep-tokens", 8)
+    page.click("#sweep-run")
+    expect(page.locator("#bild-sweep-table")).to_contain_text("Pareto", timeout=DECODE_TIMEOUT_MS)
+    expect(page.locator("#bild-sweep-plot .js-plotly-plot")).to_have_count(1)
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "browser-bild.png"), full_page=True)

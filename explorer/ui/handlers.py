@@ -51,13 +51,15 @@ class Handlers:
     # -- run and stop -------------------------------------------------------------------------------
 
     def run(self, prompt, model, method, draft, gamma, controller, temperature, top_k, top_p, max_new_tokens,
-            seed, alpha, c, c_hat, request: gr.Request):
+            seed, fallback, rollback, no_rollback, small_steps, alpha, c, c_hat, request: gr.Request):
         """Decode, streaming rounds to the page; then measure the autoregressive baseline once."""
         p = self.page
         session = session_id(request)
         STOPS.begin(session)
         try:
             options = decode_options(method, draft, gamma, controller, temperature, top_k, top_p, max_new_tokens, seed)
+            if options["method"] == "bild":
+                options |= bild_options(fallback, rollback, no_rollback, small_steps)
             yield {p.status: f"⏳ Loading `{model}` and encoding the prompt…"}
             with LOAD_LOCK:
                 decoding = explorer.stream(model, prompt, **options)
@@ -220,7 +222,7 @@ class Handlers:
         """The banner describes the chosen method; ``ar`` has no drafter."""
         p = self.page
         return {p.banner: viz.method_banner(method, explorer.METHODS.get(method)),
-                p.draft: gr.Dropdown(interactive=method != "ar")}
+                p.draft: gr.Dropdown(interactive=method != "ar"), p.bild_box: gr.Accordion(visible=method == "bild")}
 
     def upload(self, data, alpha, c, c_hat, request: gr.Request):
         """Replay an uploaded trace; a bad file leaves the session's current trace as it was."""
@@ -272,6 +274,13 @@ def decode_options(method, draft, gamma, controller, temperature, top_k, top_p, 
         "max_new_tokens": whole("max new tokens", max_new_tokens),
         "seed": whole("seed", seed),
     }
+
+
+def bild_options(fallback, rollback, no_rollback, small_steps) -> dict:
+    """BiLD's thresholds from the page: α_FB, α_RB (None when rollback is off) and the turn cap."""
+    return {"fallback_threshold": number("α_FB", fallback),
+            "rollback_threshold": None if no_rollback else number("α_RB", rollback),
+            "max_small_steps": whole("max small steps", small_steps)}
 
 
 def whole(name: str, value) -> int:

@@ -20,6 +20,7 @@ from explorer.engine.controllers import CONTROLLERS, MAX_GAMMA
 
 from .examples import EXAMPLES
 from .handlers import Handlers
+from .sections import bild_sweep_section, compare_section
 from .views import ViewSlot, build_view_slots
 
 # Decodes are CPU/GPU bound: running more at once only slows each one down. Sessions beyond the limit
@@ -51,6 +52,11 @@ class Page:
     top_p: gr.Slider
     max_new_tokens: gr.Slider
     seed: gr.Number
+    bild_box: gr.Accordion
+    fallback: gr.Slider
+    rollback: gr.Slider
+    no_rollback: gr.Checkbox
+    small_steps: gr.Slider
     run_btn: gr.Button
     stop_btn: gr.Button
     status: gr.Markdown
@@ -121,6 +127,17 @@ def build_demo() -> gr.Blocks:
                     with gr.Row():
                         top_k = gr.Number(0, precision=0, minimum=0, label="top-k (0 = off)", elem_id="top-k")
                         seed = gr.Number(0, precision=0, minimum=0, label="seed", elem_id="seed")
+                with gr.Accordion("BiLD (lossy): fallback and rollback", open=True, visible=first.method == "bild",
+                                  elem_id="bild-settings") as bild_box:
+                    with gr.Row():
+                        fallback = gr.Slider(0, 1, value=0.6, step=0.05, label="α_FB: fall back below this max p_S",
+                                             elem_id="fallback-threshold")
+                        small_steps = gr.Slider(1, 32, value=10, step=1, precision=0, label="max small-model steps",
+                                                elem_id="max-small-steps")
+                    with gr.Row():
+                        rollback = gr.Slider(0, 20, value=5, step=0.5, label="α_RB (nats): roll back above −log p_L",
+                                             info="0 = the large model's own output", elem_id="rollback-threshold")
+                        no_rollback = gr.Checkbox(False, label="never roll back (α_RB = ∞)", elem_id="no-rollback")
                 with examples_slot:
                     gr.Examples([[e.prompt, e.method, e.draft] for e in EXAMPLES], inputs=[prompt, method, draft],
                                 example_labels=[e.kind for e in EXAMPLES], label="Examples (prompt and a drafter that suits it)")
@@ -148,6 +165,8 @@ def build_demo() -> gr.Blocks:
             theory_c_hat = gr.Slider(0, 1, value=0.1, step=0.01, label="ĉ: draft / target operations per token",
                                      elem_id="theory-c-hat")
         theory = gr.Plot(viz.theory_figure(0.8, 0.1, 0.1), show_label=False, elem_id="theory-plot")
+        compare_section()
+        bild_sweep_section(DECODE_CONCURRENCY)
         gr.Markdown("### Traces: save a run, replay it anywhere without a model", elem_classes=["section-title"])
         with gr.Row():
             download = gr.DownloadButton("⬇ Download this trace (.json)", interactive=False, elem_id="trace-download")
@@ -155,7 +174,7 @@ def build_demo() -> gr.Blocks:
                                      elem_id="trace-upload")
 
         page = Page(prompt, model, method, draft, gamma, controller, temperature, top_k, top_p, max_new_tokens, seed,
-                    run_btn, stop_btn, status, banner, tokens, round_slider, prev_btn, play_btn, next_btn, timer,
+                    bild_box, fallback, rollback, no_rollback, small_steps, run_btn, stop_btn, status, banner, tokens, round_slider, prev_btn, play_btn, next_btn, timer,
                     round_detail, latency, theory_alpha, theory_c, theory_c_hat, theory, download, upload,
                     trace_state, playing, view_slots)
         _wire(page, Handlers(page))
@@ -170,7 +189,7 @@ def _wire(p: Page, h: Handlers) -> None:
     p.run_btn.click(
         h.run,
         inputs=[p.prompt, p.model, p.method, p.draft, p.gamma, p.controller, p.temperature, p.top_k, p.top_p,
-                p.max_new_tokens, p.seed, *theory_inputs],
+                p.max_new_tokens, p.seed, p.fallback, p.rollback, p.no_rollback, p.small_steps, *theory_inputs],
         outputs=p.everything(), concurrency_limit=DECODE_CONCURRENCY, concurrency_id="decode",
         show_progress="minimal", show_progress_on=[p.status], api_visibility="private",
     )
@@ -186,6 +205,6 @@ def _wire(p: Page, h: Handlers) -> None:
     for slider in theory_inputs:
         slider.release(h.theory, inputs=[*theory_inputs, p.trace_state], outputs=[p.theory],
                        trigger_mode="always_last", **quiet)
-    p.method.change(h.method_changed, inputs=[p.method], outputs=[p.banner, p.draft], **quiet)
+    p.method.change(h.method_changed, inputs=[p.method], outputs=[p.banner, p.draft, p.bild_box], **quiet)
     p.upload.upload(h.upload, inputs=[p.upload, *theory_inputs], outputs=p.everything(), **quiet)
     gr.api(h.api_decode, api_name="decode", concurrency_limit=DECODE_CONCURRENCY, concurrency_id="decode")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 
+from ..quality import compare
 from .latency import measured_speedup
 from .views import note_for
 
@@ -25,6 +26,10 @@ def run_summary(trace, baseline=None) -> str:
     measured = measured_speedup(trace, baseline)
     if measured is not None and trace.method != "ar":
         parts.append(f"measured ×{measured:.2f} (autoregressive {baseline.summary.tokens_per_s:.1f} tokens/s)")
+    if note_for(trace.method) is not None and note_for(trace.method).lossy and baseline is not None:
+        q = compare(list(trace.output_ids), list(baseline.output_ids))
+        where = "identical" if q["first_divergence"] is None else f"first differs at token {q['first_divergence'] + 1}"
+        parts.append(f"lossy: {q['agreement']:.0%} token agreement with the target's own output, {where}")
     parts.append(f"stop: {STOP_REASONS.get(s.stop_reason, s.stop_reason)}")
     return " · ".join(parts)
 
