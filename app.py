@@ -6,8 +6,13 @@ Everything works offline: no analytics, no Hub calls unless a model asks for one
 
 import os
 
-for _name, _value in {"GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1",
-                      "HF_HUB_DISABLE_TELEMETRY": "1"}.items():
+# Offline by default (this project's machines reach no hub); on Hugging Face Spaces (SPACE_ID is set)
+# the Hub stays reachable, which is where the default model and hf: models come from there.
+# Set HF_HUB_OFFLINE=0 to use hf: models elsewhere.
+_defaults = {"GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_DISABLE_TELEMETRY": "1"}
+if "SPACE_ID" not in os.environ:
+    _defaults["HF_HUB_OFFLINE"] = "1"
+for _name, _value in _defaults.items():
     os.environ.setdefault(_name, _value)
 
 import threading  # noqa: E402  (the environment above must be set before gradio / huggingface_hub load)
