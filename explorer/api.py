@@ -9,6 +9,7 @@ Both resolve the model, draft, controller and sampling settings, validate them (
 from __future__ import annotations
 
 import dataclasses
+import threading
 from typing import Iterator
 
 
@@ -181,16 +182,20 @@ def decode(model, prompt: str | None = None, **kwargs) -> RunTrace:
 
 
 _LOADED: dict[tuple, LoadedModel] = {}
+# One load at a time: ``transformers`` builds models under process-wide init contexts (meta device), so
+# two threads loading at once (the app's preload and a first visitor) corrupt each other's weights.
+_LOAD_LOCK = threading.Lock()
 
 
 def _load_cached(spec, device, dtype) -> LoadedModel:
-    """Load each model spec once per process; loaded models are shared read-only."""
-    if not isinstance(spec, str):
-        return load(spec, device=device, dtype=dtype)
-    key = (spec.strip(), str(device), str(dtype))
-    if key not in _LOADED:
-        _LOADED[key] = load(spec, device=device, dtype=dtype)
-    return _LOADED[key]
+    """Load each model spec once per process (thread-safe); loaded models are shared read-only."""
+    with _LOAD_LOCK:
+        if not isinstance(spec, str):
+            return load(spec, device=device, dtype=dtype)
+        key = (spec.strip(), str(device), str(dtype))
+        if key not in _LOADED:
+            _LOADED[key] = load(spec, device=device, dtype=dtype)
+        return _LOADED[key]
 
 
 def _prompt_ids(target: LoadedModel, prompt, prompt_ids, chat: bool, max_new_tokens: int) -> list[int]:

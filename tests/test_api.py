@@ -62,3 +62,17 @@ def test_method_defaults_follow_the_draft(tiny_target):
 def test_bad_inputs_raise_one_clear_error(tiny_target, kwargs, message):
     with pytest.raises(explorer.ExplorerError, match=message):
         explorer.decode(tiny_target, **kwargs)
+
+
+def test_concurrent_first_loads_share_one_intact_model():
+    """The app preloads the default model while a first visitor may ask for it: loads must not race."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from explorer.api import _LOADED, _load_cached
+
+    for key in [k for k in _LOADED if k[0] == "tiny-random:9"]:
+        del _LOADED[key]
+    with ThreadPoolExecutor(4) as pool:
+        models = list(pool.map(lambda _: _load_cached("tiny-random:9", None, None), range(4)))
+    assert all(m is models[0] for m in models)
+    assert not any(p.is_meta for p in models[0].model.parameters())
