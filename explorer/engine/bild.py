@@ -160,7 +160,7 @@ def _record(index, context_len, tokens, q, p, emitted, kinds, kept, detail, smal
     """Plain-data record of one BiLD round (off the timed path)."""
     k = len(tokens)
     ids = torch.tensor(tokens, dtype=torch.long)
-    q_drafted = q[torch.arange(k), ids.to(q.device)].tolist() if k else []
+    q_drafted = q[torch.arange(k, device=q.device), ids.to(q.device)].tolist() if k else []
     draft_top = top_pairs(torch.topk(q, min(TOP_ALTERNATIVES, q.shape[-1]), dim=-1)) if k else ()
     if p is not None:
         p_drafted = p[torch.arange(k, device=p.device), ids.to(p.device)].tolist() if k else []
