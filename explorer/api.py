@@ -22,11 +22,14 @@ from .engine.sampling import Rng, SamplingConfig
 from .engine.speculative import decode_rounds
 from .engine.trace import RoundTrace, RunTrace, Settings, Summary
 from .errors import ExplorerError
+from .exits import eesd_preset
 from .models import LoadedModel, load
 
 METHODS = {
     "ar": "autoregressive: one target forward per token (the baseline)",
     "speculative": "speculative sampling (Leviathan et al.): draft γ tokens, verify them in one target pass",
+    "eesd": "EESD: speculative decoding with a trained early-exit draft that shares the target's first layers, "
+            "and a Thompson-sampling stop rule (the shipped preset for this model)",
     "bild": "Big Little Decoder (Kim et al.): the small model writes, the large one takes over and rolls back "
             "(lossy)",
 }
@@ -38,8 +41,10 @@ class Decoding:
     """A run in progress: iterate for rounds; ``trace()`` at any time for the run so far."""
 
     def __init__(self, target: LoadedModel, method: str, draft_name: str | None, settings: Settings,
-                 prompt_ids: list[int], prompt: str | None, rounds: Iterator[tuple[RoundTrace, float]]):
+                 prompt_ids: list[int], prompt: str | None, rounds: Iterator[tuple[RoundTrace, float]],
+                 draft_about: str | None = None):
         self.target = target
+        self.draft_about = draft_about
         self.method = method
         self.draft_name = draft_name
         self.settings = settings
@@ -83,6 +88,7 @@ class Decoding:
             method=self.method, model=self.target.name, draft=self.draft_name, settings=self.settings,
             prompt_ids=self.prompt_ids, output_ids=tuple(output), text=self.target.decode(output),
             rounds=rounds, summary=summarize(rounds, self._record_s, stop, self.method), prompt=self.prompt,
+            draft_about=self.draft_about,
             device=str(self.target.device), dtype=str(self.target.dtype).replace("torch.", ""),
             token_text=self.target.token_texts(every_id),
         )
@@ -105,9 +111,13 @@ def summarize(rounds: tuple[RoundTrace, ...], record_s: float, stop_reason: str,
     mean_gamma = sum(len(r.drafted) for r in drafting) / len(drafting) if drafting else 0.0
     alpha = accepted / tested if tested else None
     c = _cost_ratio(rounds)
-    predicted = None
+    predicted = eq14 = None
     if alpha is not None and c is not None and mean_gamma > 0 and method not in LOSSY:
         predicted = float(theory.speedup(min(alpha, 1.0), mean_gamma, c))
+    v_d = accepted / drafted if drafted else None
+    r_d = accepted / new_tokens if drafted and new_tokens else None
+    if v_d is not None and r_d is not None and c is not None and method not in LOSSY:
+        eq14 = float(theory.eesd_speedup(v_d, r_d, c))
     return Summary(
         new_tokens=new_tokens, rounds=len(rounds), drafted=drafted, accepted=accepted,
         acceptance_rate=accepted / drafted if drafted else None, alpha_hat=alpha, mean_gamma=mean_gamma,
@@ -115,6 +125,7 @@ def summarize(rounds: tuple[RoundTrace, ...], record_s: float, stop_reason: str,
         target_forwards=target_forwards, draft_forwards=draft_forwards, draft_s=draft_s, verify_s=verify_s,
         other_s=other_s, wall_s=wall_s, tokens_per_s=new_tokens / wall_s if wall_s > 0 else None,
         c_measured=c, predicted_speedup=predicted, record_s=record_s, stop_reason=stop_reason,
+        v_d=v_d, r_d=r_d, hm=theory.harmonic_mean(v_d, r_d) if v_d is not None else None, eq14_speedup=eq14,
     )
 
 
@@ -131,7 +142,7 @@ def _cost_ratio(rounds) -> float | None:
 
 
 def stream(model, prompt: str | None = None, *, prompt_ids: list[int] | None = None, method: str | None = None,
-           draft=None, gamma: int = 4, controller: str = "fixed", temperature: float = 0.0, top_k: int = 0,
+           draft=None, gamma: int | None = None, controller: str | None = None, temperature: float = 0.0, top_k: int = 0,
            top_p: float = 1.0, max_new_tokens: int = 64, seed: int = 0, chat: bool = True,
            fallback_threshold: float = 0.6, rollback_threshold: float | None = 5.0, max_small_steps: int = 10,
            device=None, dtype=None) -> Decoding:
@@ -141,24 +152,35 @@ def stream(model, prompt: str | None = None, *, prompt_ids: list[int] | None = N
     ``LoadedModel`` or a ``transformers`` model object; ``draft`` also takes ``early-exit:N`` and
     ``prompt-lookup:n``. ``method`` defaults to ``speculative`` when a draft is given, else ``ar``.
     ``bild`` takes the small model as ``draft`` and its thresholds α_FB, α_RB (``inf``/None: never roll
-    back) and the cap on a small-model turn.
+    back) and the cap on a small-model turn. ``eesd`` fills draft, controller and γ (the cap on a draft)
+    from the preset shipped for the model (``exits.eesd_preset``) where they are not given.
+    ``gamma`` defaults to 4 and ``controller`` to ``fixed``.
     """
     target = _load_cached(model, device, dtype)
     method = method or ("speculative" if draft is not None else "ar")
     if method not in METHODS:
         raise ExplorerError(f"unknown method {method!r}: use one of {', '.join(METHODS)}")
+    if method == "eesd":
+        preset = eesd_preset(target.model)
+        draft = draft if draft is not None else preset["draft"]
+        controller = controller or preset["controller"]
+        gamma = gamma if gamma is not None else preset["gamma"]
+    gamma = 4 if gamma is None else gamma
+    controller = controller or "fixed"
     cfg = SamplingConfig(float(temperature), top_k, float(top_p))
-    ctrl = make_controller(controller, gamma, lambda: verify_cost_curve(target, max_tokens=gamma + 1))
-    if not isinstance(max_new_tokens, int) or not 1 <= max_new_tokens <= MAX_NEW_TOKENS:
-        raise ExplorerError(f"max_new_tokens must be a whole number from 1 to {MAX_NEW_TOKENS}, got {max_new_tokens!r}")
     if not isinstance(seed, int) or seed < 0:
         raise ExplorerError(f"seed must be a whole number >= 0, got {seed!r}")
+    ctrl = make_controller(controller, gamma, lambda: verify_cost_curve(target, max_tokens=gamma + 1), seed=seed)
+    if not isinstance(max_new_tokens, int) or not 1 <= max_new_tokens <= MAX_NEW_TOKENS:
+        raise ExplorerError(f"max_new_tokens must be a whole number from 1 to {MAX_NEW_TOKENS}, got {max_new_tokens!r}")
     ids = _prompt_ids(target, prompt, prompt_ids, chat, max_new_tokens)
     drafter = None
     if method != "ar":
         if draft is None:
             raise ExplorerError(f"method {method!r} needs a draft: model:<name>, early-exit:N or prompt-lookup:n")
         drafter = make_drafter(draft, target, lambda spec: _load_cached(spec, device, dtype))
+        if hasattr(ctrl, "theta_model"):  # cali-ts: the draft's trained θ_M predictor (eq. 5), if it has one
+            ctrl.theta_model = getattr(drafter, "theta_model", None)
     settings = Settings(temperature=cfg.temperature, top_k=cfg.top_k, top_p=cfg.top_p, gamma=gamma,
                         controller=controller, seed=seed, max_new_tokens=max_new_tokens, chat=chat)
     if method == "bild":
@@ -173,7 +195,8 @@ def stream(model, prompt: str | None = None, *, prompt_ids: list[int] | None = N
         rounds = bild_rounds(target, drafter, bild, cfg, ids, max_new_tokens, Rng(seed))
     else:
         rounds = decode_rounds(target, drafter, ctrl, cfg, ids, max_new_tokens, Rng(seed))
-    return Decoding(target, method, drafter.spec if drafter else None, settings, ids, prompt, rounds)
+    return Decoding(target, method, drafter.spec if drafter else None, settings, ids, prompt, rounds,
+                    getattr(drafter, "about", None))
 
 
 def decode(model, prompt: str | None = None, **kwargs) -> RunTrace:

@@ -5,6 +5,8 @@ Leviathan et al. 2023, restated in ``shared/papers/README.md``:
     wall-time improvement (Thm 3.8)  (1 − α^(γ+1)) / ((1 − α)(γc + 1))
     arithmetic operations (Thm 3.11) (1 − α)(γĉ + γ + 1) / (1 − α^(γ+1))
     optimal γ                        argmax over integers of Thm 3.8
+
+EESD Appendix D: v_d, r_d, their harmonic mean HM and the speedup of eq. 14.
 """
 
 from __future__ import annotations
@@ -47,3 +49,16 @@ def speedup_with_verify_cost(alpha, gamma, c, verify_ratio):
     """
     gamma = np.asarray(gamma, dtype=float)
     return expected_tokens(alpha, gamma) / (gamma * np.asarray(c, dtype=float) + np.asarray(verify_ratio, dtype=float))
+
+
+def eesd_speedup(v_d, r_d, c):
+    """EESD eq. 14: speedup = v_d / ((c − v_d)·r_d + v_d), from the time model of eq. 13
+    T = (r_d·L / v_d)·T_d + (1 − r_d)·L·T_t, with c = T_d / T_t (the paper calls it α)."""
+    v_d, r_d, c = (np.asarray(x, dtype=float) for x in (v_d, r_d, c))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return v_d / ((c - v_d) * r_d + v_d)
+
+
+def harmonic_mean(v_d, r_d) -> float:
+    """EESD Appendix D's HM of v_d (eq. 11) and r_d (eq. 12); 0 when both are 0."""
+    return 2 * v_d * r_d / (v_d + r_d) if v_d + r_d > 0 else 0.0

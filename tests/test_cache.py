@@ -5,7 +5,7 @@ import explorer
 from explorer.engine.cache import CachedForward, common_prefix, crop_cache
 from explorer.engine.drafters import make_drafter
 from explorer.engine.controllers import Fixed
-from explorer.engine.forward import EarlyExitForward, full_forward
+from explorer.engine.forward import full_forward
 from explorer.engine.sampling import Rng, SamplingConfig
 
 TOL = 1e-4
@@ -30,38 +30,27 @@ def test_rollback_after_rejected_drafts_matches_a_fresh_cache(default_model):
 
 
 def test_speculative_caches_hold_exactly_the_committed_context(default_model):
-    """Run rounds by hand with an early-exit drafter and check both caches after every commit."""
-    drafter = make_drafter("early-exit:4", default_model, explorer.load)
+    """Run rounds by hand with a separate draft model and check both caches after every commit."""
+    drafter = make_drafter("model:default", default_model, lambda spec: default_model)
     target = CachedForward(full_forward(default_model.model), default_model.device)
     context = default_model.encode("Why is the sky blue?")
     cfg, rng, ctrl = SamplingConfig(0.0), Rng(0), Fixed(4)
-    for _ in range(4):
+    for bad in ([], [7], [7, 8]):  # the draft is the target itself: force rejections by editing its drafts
         proposal = drafter.propose(context, 4, cfg, rng, ctrl)
-        logits = target.logits(context + proposal.tokens, len(proposal.tokens) + 1)
+        drafted = proposal.tokens[: 4 - len(bad) - 1] + bad if bad else proposal.tokens
+        logits = target.logits(context + drafted, len(drafted) + 1)
         argmax = logits.argmax(-1).tolist()
-        n = next((i for i, (d, t) in enumerate(zip(proposal.tokens, argmax)) if d != t), len(proposal.tokens))
-        context = context + proposal.tokens[:n] + [argmax[n]]
+        n = next((i for i, (d, t) in enumerate(zip(drafted, argmax)) if d != t), len(drafted))
+        context = context + drafted[:n] + [argmax[n]]
         target.truncate(len(context) - 1)
         drafter.rollback(context)
         assert target.cached_len == len(context) - 1 and target.ids == context[:-1]
         assert drafter.runner.cached_len == len(drafter.runner.ids)
         assert drafter.runner.ids == context[: len(drafter.runner.ids)]
-    # the kept target cache gives the same next-token logits as a fresh pass over the context
-    kept = target.logits(context, 1)
+    # the kept caches give the same next-token logits as a fresh pass over the context
     fresh = CachedForward(full_forward(default_model.model), default_model.device).logits(context, 1)
-    assert (kept - fresh).abs().max() < TOL
-    kept_draft = drafter.runner.logits(context, 1)
-    fresh_draft = CachedForward(EarlyExitForward(default_model.model, 4), default_model.device).logits(context, 1)
-    assert (kept_draft - fresh_draft).abs().max() < TOL
-
-
-def test_early_exit_view_with_all_layers_is_the_full_model(default_model):
-    base = default_model.model.model
-    view = EarlyExitForward(default_model.model, 4, exit_layers=base.layers[4:])
-    ids = default_model.encode("Hello")
-    a = CachedForward(view, default_model.device).logits(ids, 3)
-    b = CachedForward(full_forward(default_model.model), default_model.device).logits(ids, 3)
-    assert (a - b).abs().max() < TOL
+    assert (target.logits(context, 1) - fresh).abs().max() < TOL
+    assert (drafter.runner.logits(context, 1) - fresh).abs().max() < TOL
 
 
 def test_crop_cache_is_a_no_op_when_short(tiny_target):

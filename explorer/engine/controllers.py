@@ -8,6 +8,8 @@ round's outcome in ``update``, which returns the state record that goes into the
 
 from __future__ import annotations
 
+import math
+import random
 from typing import Any, Protocol
 
 import torch
@@ -137,19 +139,114 @@ class CostAware:
                 "c": self.c, "gamma_before": before["gamma"], "gamma_after": self.draft_length()}
 
 
+class BetaTS:
+    """Thompson-sampling stop rule with a Beta posterior (EESD Algorithm 1/2, eq. 2–4).
+
+    After each drafted token, θ ~ Beta(α, β) and χ ~ Bernoulli(θ); χ = 0 stops the draft (γ is only a
+    cap). After verification, with Q_v the tokens the round adds to the output (the accepted drafts and
+    the target's own token, as ``t ← t + |Q_v|`` counts them) and Q_d the drafted tokens:
+    r = |Q_v| − 1 (accepted drafts), n = min(|Q_v| + 1, |Q_d|), α += r (eq. 3), β += n − r (eq. 4).
+    """
+
+    kind = "beta-ts"
+
+    def __init__(self, gamma: int, seed: int = 0, prior: tuple[float, float] = (1.0, 1.0)):
+        self.gamma = gamma
+        self.alpha, self.beta = prior
+        self.random = random.Random(seed)
+        self.thetas: list[float] = []
+        self.decisions: list[bool] = []
+
+    def draft_length(self) -> int:
+        return self.gamma
+
+    def sample_theta(self, step: int, q_row: torch.Tensor | None) -> float:
+        return self.random.betavariate(self.alpha, self.beta)
+
+    def keep_drafting(self, step: int, q_row: torch.Tensor | None) -> bool:
+        theta = self.sample_theta(step, q_row)
+        go_on = self.random.random() < theta  # χ ~ Bernoulli(θ)
+        self.thetas.append(theta)
+        self.decisions.append(go_on)
+        return go_on
+
+    def update(self, drafted, accepted, timing=None, draft_forwards=0) -> dict[str, Any]:
+        record = {"kind": self.kind, "alpha_before": self.alpha, "beta_before": self.beta,
+                  "theta": self.thetas, "continue": self.decisions}
+        r = n = 0
+        if drafted:
+            q_v = accepted + 1
+            r, n = q_v - 1, min(q_v + 1, drafted)
+            self.alpha += r
+            self.beta += n - r
+        self.thetas, self.decisions = [], []
+        return {**record, "alpha_after": self.alpha, "beta_after": self.beta, "r": r, "n": n}
+
+
+class CaliTS(BetaTS):
+    """Thompson sampling with calibration (EESD Algorithm 3, eq. 5–10): θ ~ N(μ, σ²) with
+
+        μ  = σ_S² / (nσ_M² + σ_S²) · θ_M + nσ_M² / (nσ_M² + σ_S²) · θ̂        (eq. 6)
+        σ² = σ_M² σ_S² / (σ_S² + nσ_M²)                                         (eq. 7, 9)
+
+    θ_M is the trained predictor's score for the current draft step (eq. 5; ``theta_model(step, q_row)``,
+    a constant θ̂₀ for drafters that have none), n the verifications so far, θ̂ the running sample mean
+    (eq. 10) θ̂ ← (θ̂ · (t_prev + 1) + r) / (t + 1), t the output length, r = |Q_v| − 1 as in Beta-TS.
+    The literal numerator |Q_v| would count the target's own token as a success and drive θ̂ to 1 for
+    any draft; r keeps θ̂ the fraction of output tokens that came from accepted drafts.
+    """
+
+    kind = "cali-ts"
+
+    def __init__(self, gamma: int, seed: int = 0, theta_model=None, sigma_m: float = 0.2, sigma_s: float = 0.5,
+                 theta_0: float = 0.5):
+        super().__init__(gamma, seed)
+        self.theta_model = theta_model
+        self.sigma_m, self.sigma_s = sigma_m, sigma_s
+        self.theta_0 = self.theta_hat = theta_0
+        self.n = 0
+        self.t = 0
+        self.steps: dict[str, list[float]] = {"theta_model": [], "mu": [], "sigma": []}
+
+    def sample_theta(self, step: int, q_row: torch.Tensor | None) -> float:
+        theta_m = float(self.theta_model(step, q_row)) if self.theta_model is not None else self.theta_0
+        sm2, ss2 = self.sigma_m ** 2, self.sigma_s ** 2
+        mu = ss2 / (self.n * sm2 + ss2) * theta_m + self.n * sm2 / (self.n * sm2 + ss2) * self.theta_hat
+        sigma = math.sqrt(sm2 * ss2 / (ss2 + self.n * sm2))
+        for name, value in (("theta_model", theta_m), ("mu", mu), ("sigma", sigma)):
+            self.steps[name].append(value)
+        return min(1.0, max(0.0, self.random.gauss(mu, sigma)))  # a probability for χ's Bernoulli
+
+    def update(self, drafted, accepted, timing=None, draft_forwards=0) -> dict[str, Any]:
+        record = {"kind": self.kind, "theta": self.thetas, "continue": self.decisions, **self.steps,
+                  "theta_hat": self.theta_hat, "n": self.n}
+        if drafted:
+            t_prev, self.t = self.t, self.t + accepted + 1
+            self.theta_hat = (self.theta_hat * (t_prev + 1) + accepted) / (self.t + 1)
+            self.n += 1
+        self.thetas, self.decisions = [], []
+        self.steps = {"theta_model": [], "mu": [], "sigma": []}
+        return {**record, "theta_hat_after": self.theta_hat}
+
+
 def _ema(old: float | None, new: float, weight: float = CostAware.EMA) -> float:
     return new if old is None else (1 - weight) * old + weight * new
 
 
-CONTROLLERS = {"fixed": Fixed, "heuristic": Heuristic, "cost-aware": CostAware}
+CONTROLLERS = {"fixed": Fixed, "heuristic": Heuristic, "cost-aware": CostAware, "beta-ts": BetaTS, "cali-ts": CaliTS}
 
 
-def make_controller(name: str, gamma: int, verify_curve=None) -> Controller:
-    """A controller by name; ``verify_curve`` (seconds per forward of 1, 2, … tokens) for cost-aware."""
+def make_controller(name: str, gamma: int, verify_curve=None, seed: int = 0, theta_model=None) -> Controller:
+    """A controller by name; ``verify_curve`` (seconds per forward of 1, 2, … tokens) for cost-aware;
+    ``seed`` for the Thompson samplers' draws; ``theta_model`` (step, q_row) -> θ_M for cali-ts."""
     if not isinstance(gamma, int) or isinstance(gamma, bool) or not 1 <= gamma <= MAX_GAMMA:
         raise ExplorerError(f"gamma must be a whole number from 1 to {MAX_GAMMA}, got {gamma!r}")
     if name not in CONTROLLERS:
         raise ExplorerError(f"unknown controller {name!r}: use one of {', '.join(CONTROLLERS)}")
     if name == "cost-aware":
         return CostAware(gamma, verify_curve() if callable(verify_curve) else verify_curve)
+    if name == "beta-ts":
+        return BetaTS(gamma, seed)
+    if name == "cali-ts":
+        return CaliTS(gamma, seed, theta_model)
     return CONTROLLERS[name](gamma)

@@ -19,9 +19,11 @@ from typing import Protocol
 import torch
 
 from ..errors import ExplorerError
+from ..exits import exit_for
 from .cache import CachedForward, common_prefix
 from .controllers import Controller
-from .forward import EarlyExitForward, full_forward
+from .forward import full_forward
+from .self_draft import DraftRunner, SelfSpeculation, SharedVerifier
 from .sampling import Rng, SamplingConfig, choose, distribution
 
 
@@ -53,9 +55,11 @@ class ForwardDrafter:
     warp, and asks the controller whether to go on.
     """
 
-    def __init__(self, spec: str, forward, device: torch.device):
+    def __init__(self, spec: str, forward=None, device: torch.device | None = None, runner=None):
         self.spec = spec
-        self.runner = CachedForward(forward, device)
+        self.runner = runner if runner is not None else CachedForward(forward, device)
+        self.verifier = None  # a target runner sharing this draft's computation (early exit), if any
+        self.about = spec  # one line for people: which draft this is
 
     def propose(self, context, k, cfg, rng, controller) -> Proposal:
         sequence = list(context)
@@ -92,11 +96,19 @@ class PromptLookupDrafter:
             for start in range(length - size - 1, -1, -1):
                 if context[start:start + size] == tail:
                     follow = context[start + size: start + size + k]
-                    return Proposal(list(follow))
+                    return Proposal(_until_stopped(follow, controller))
         return NO_PROPOSAL
 
     def rollback(self, context: list[int]) -> None:
         pass
+
+
+def _until_stopped(tokens: list[int], controller: Controller) -> list[int]:
+    """The copied tokens up to the controller's stop (a stop rule sees a copied draft step by step)."""
+    for step in range(len(tokens)):
+        if not controller.keep_drafting(step, None):
+            return list(tokens[: step + 1])
+    return list(tokens)
 
 
 def make_drafter(spec, target, load_model) -> Drafter:
@@ -110,14 +122,28 @@ def make_drafter(spec, target, load_model) -> Drafter:
     if kind == "model" and arg:
         return _model_drafter(load_model(arg), target, spec)
     if kind == "early-exit":
-        n = _positive_int(arg, spec, "early-exit:N (N = layers of the target to keep)")
-        return ForwardDrafter(spec, EarlyExitForward(target.model, n), target.device)
+        return early_exit_drafter(spec, arg, target)
     if kind == "prompt-lookup":
         n = _positive_int(arg, spec, "prompt-lookup:n (n = the n-gram size)")
         return PromptLookupDrafter(n)
     raise ExplorerError(
         f"unknown draft {spec!r}: use model:<name>, early-exit:N or prompt-lookup:n"
     )
+
+
+def early_exit_drafter(spec: str, arg: str, target) -> ForwardDrafter:
+    """``early-exit:N`` (the trained exit layer for this model and N when one ships, else untrained) or
+    ``early-exit:N:untrained``; drafting and verification share one cache (EESD 3.1)."""
+    n_text, _, variant = arg.partition(":")
+    n = _positive_int(n_text, spec, "early-exit:N (N = layers of the target to keep)")
+    if variant not in ("", "untrained"):
+        raise ExplorerError(f"bad draft {spec!r}: write early-exit:N or early-exit:N:untrained")
+    head = exit_for(target.model, n, trained=variant != "untrained")
+    shared = SelfSpeculation(target.model, head, target.device)
+    drafter = ForwardDrafter(spec, runner=DraftRunner(shared))
+    drafter.verifier = SharedVerifier(shared)
+    drafter.about = f"{spec}: first {n} layers + {head.describe()}"
+    return drafter
 
 
 def _model_drafter(draft, target, spec: str | None = None) -> ForwardDrafter:

@@ -34,7 +34,7 @@ TOP_ALTERNATIVES = 5
 def decode_rounds(target, drafter: Drafter | None, controller: Controller, cfg: SamplingConfig,
                   prompt_ids: list[int], max_new_tokens: int, rng: Rng) -> Iterator[tuple[RoundTrace, float]]:
     """Yield (round, seconds spent recording it) until ``max_new_tokens`` or an end-of-sequence token."""
-    runner = CachedForward(full_forward(target.model), target.device)
+    runner = getattr(drafter, "verifier", None) or CachedForward(full_forward(target.model), target.device)
     clock = clock_for(target.device)
     eos = target.eos_token_ids
     context = list(prompt_ids)

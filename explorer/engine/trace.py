@@ -74,6 +74,10 @@ class RoundTrace:
     target_forwards: int = 1
     controller: dict[str, Any] = field(default_factory=dict)
     detail: dict[str, Any] = field(default_factory=dict)
+    # BiTA's token tree (plain data, see ``check_tree``): ``nodes`` [{token, parent (-1: a child of the
+    # context), depth, rank, accepted}], ``positions`` [{kind: node|mask, node}], ``attention`` (one 0/1
+    # string per position over the positions), ``sees_prompt`` (per position) and ``accepted_path``.
+    tree: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -119,6 +123,10 @@ class Summary:
     predicted_speedup: float | None
     record_s: float
     stop_reason: str
+    v_d: float | None = None  # EESD eq. 11: accepted drafts / drafted tokens
+    r_d: float | None = None  # EESD eq. 12: accepted drafts / output tokens
+    hm: float | None = None  # EESD Appendix D: harmonic mean of v_d and r_d
+    eq14_speedup: float | None = None  # EESD eq. 14 at (v_d, r_d, c_measured)
 
 
 @dataclass(frozen=True)
@@ -135,6 +143,7 @@ class RunTrace:
     rounds: tuple[RoundTrace, ...]
     summary: Summary
     prompt: str | None = None
+    draft_about: str | None = None  # which draft in words (e.g. the trained exit layer's file)
     device: str = "cpu"
     dtype: str = "float32"
     token_text: dict[int, str] = field(default_factory=dict)
@@ -205,6 +214,9 @@ def check_invariants(trace: RunTrace) -> list[str]:
             problems.append(f"{where}: q_drafted / p_drafted do not match drafted")
         if not (len(r.emitted_kind) == len(r.p_emitted) == len(r.emitted)):
             problems.append(f"{where}: emitted_kind / p_emitted do not match emitted")
+        if r.tree is not None and [r.tree["nodes"][i]["token"] for i in r.tree["accepted_path"]][: r.n_accepted] \
+                != list(r.emitted[: r.n_accepted]):
+            problems.append(f"{where}: the tree's accepted path differs from the emitted tokens")
         if r.context_len != context:
             problems.append(f"{where}: context_len {r.context_len}, expected {context}")
         context += len(r.emitted)
@@ -218,6 +230,38 @@ def check_invariants(trace: RunTrace) -> list[str]:
     if s.target_forwards != sum(r.target_forwards for r in trace.rounds):
         problems.append("summary.target_forwards differs from the rounds")
     return problems
+
+
+def check_tree(tree: Any) -> str | None:
+    """What is wrong with a round's ``tree`` (BiTA), or None when it is sound."""
+    if not isinstance(tree, dict):
+        return "not an object"
+    nodes, positions = tree.get("nodes"), tree.get("positions")
+    attention, sees, path = tree.get("attention"), tree.get("sees_prompt"), tree.get("accepted_path")
+    if not all(isinstance(x, list) for x in (nodes, positions, attention, sees, path)):
+        return "nodes, positions, attention, sees_prompt and accepted_path must be lists"
+    whole = lambda v: isinstance(v, int) and not isinstance(v, bool)  # noqa: E731
+    for i, n in enumerate(nodes):
+        if not isinstance(n, dict) or not all(whole(n.get(k)) for k in ("token", "parent", "depth", "rank")) \
+                or not isinstance(n.get("accepted"), bool):
+            return f"node {i} needs whole token, parent, depth, rank and a boolean accepted"
+        if not -1 <= n["parent"] < i or n["depth"] != (1 if n["parent"] < 0 else nodes[n["parent"]]["depth"] + 1):
+            return f"node {i} has a bad parent or depth"
+    for i, pos in enumerate(positions):
+        if not isinstance(pos, dict) or pos.get("kind") not in ("node", "mask") or not whole(pos.get("node")) \
+                or not (0 if pos["kind"] == "node" else -1) <= pos["node"] < len(nodes):
+            return f"position {i} needs kind node|mask and the index of its node"
+    t = len(positions)
+    if len(attention) != t or any(not isinstance(a, str) or len(a) != t or set(a) - {"0", "1"} for a in attention):
+        return f"attention must hold {t} strings of {t} 0/1 characters"
+    if len(sees) != t or not all(isinstance(v, bool) for v in sees):
+        return f"sees_prompt must hold {t} booleans"
+    if not all(whole(i) and 0 <= i < len(nodes) for i in path) \
+            or any(nodes[b]["parent"] != a for a, b in zip([-1] + path, path)):
+        return "accepted_path must run from the context down the tree"
+    if {i for i, n in enumerate(nodes) if n["accepted"]} != set(path):
+        return "the nodes marked accepted differ from accepted_path"
+    return None
 
 
 # -- helpers ----------------------------------------------------------------------------------------
@@ -271,6 +315,10 @@ def _round_from_dict(data) -> RoundTrace:
     d["target_top"] = tuple(_pairs(rows) for rows in d.get("target_top", ()))
     if d.get("residual_top") is not None:
         d["residual_top"] = _pairs(d["residual_top"])
+    if d.get("tree") is not None:
+        problem = check_tree(d["tree"])
+        if problem:
+            raise ValueError(f"round {d.get('index')}: tree: {problem}")
     for name in ("controller", "detail"):
         if not isinstance(d.get(name, {}), dict):
             raise TypeError(f"{name} must be an object")

@@ -1,0 +1,184 @@
+"""Self-speculation over one KV cache: the early-exit draft and the target share their first N layers
+(EESD 3.1, Figure 2).
+
+The target is split at layer N. The draft is the first N layers + an exit head (a trained exit layer and
+its norm, or untrained: the model's own norm) + the LM head (optionally only some of its rows). Both read
+and write one ``DynamicCache`` for the target's layers:
+
+    draft step   runs the first N layers on the new token (its KV lands in the target's own cache for
+                 those layers, its layer-N hidden state h_N is kept), then the exit head
+    verification runs the first N layers only for the tokens no draft step has run (the last drafted
+                 token), then layers N+1..L on the kept h_N of the pending token and every draft
+
+so no layer ever runs twice on the same position, and a rejected draft is dropped from every layer
+by cropping. The exit layer attends over its own cache (it has no counterpart in the target).
+
+Lengths (each a prefix of ``ids``): layers < N and ``hidden`` hold ``len(ids)`` positions, layers ≥ N
+hold ``high_len``, the exit layer ``exit_len``.
+
+Shape legend: T new tokens, H hidden size, V vocabulary, V' the draft's scored rows.
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers import DynamicCache
+
+from ..exits import ExitHead
+from .cache import common_prefix
+from .forward import decoder_parts
+
+
+def causal_mask(past: int, new: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor | None:
+    """Additive (1, 1, new, past + new) mask: query i sees keys 0..past+i. None for one query (it sees
+    every cached key); explicit otherwise, since SDPA's own causal flag aligns the diagonal wrongly
+    when there is a past."""
+    if new == 1:
+        return None
+    mask = torch.full((new, past + new), torch.finfo(dtype).min, dtype=dtype, device=device)
+    return torch.triu(mask, diagonal=past + 1)[None, None]
+
+
+def crop_layers(cache: DynamicCache, layers: range, length: int) -> None:
+    """Keep the first ``length`` positions of the given layers only (the others keep theirs)."""
+    for i in layers:
+        if i < len(cache.layers):
+            excess = cache.layers[i].get_seq_length() - length
+            if excess > 0:
+                cache.layers[i].crop(-excess)
+
+
+class SelfSpeculation:
+    """The target split at its exit layer N, drafting and verifying over one cache."""
+
+    def __init__(self, model: torch.nn.Module, head: ExitHead, device: torch.device):
+        self.base = decoder_parts(model)
+        self.head = head
+        self.n = head.n_layers
+        self.total = len(self.base.layers)
+        self.device = device
+        self.lm_head = model.get_output_embeddings()
+        # the draft's head rows: a copy of the scored rows, so a step multiplies (V', H) and not (V, H)
+        self.draft_rows = None if head.vocab is None else self.lm_head.weight[head.vocab].detach().clone()
+        self.vocab_size = self.lm_head.weight.shape[0]
+        self.cache = DynamicCache()
+        self.exit_cache = DynamicCache()
+        self.ids: list[int] = []
+        self.hidden: torch.Tensor | None = None  # (1, len(ids), H): h_N per position
+        self.high_len = 0
+        self.exit_len = 0
+        self.draft_forwards = 0
+        self.target_forwards = 0
+
+    # -- the two passes -------------------------------------------------------------------------------
+
+    def draft_logits(self, sequence: list[int]) -> torch.Tensor:
+        """(V,) logits of the draft for the token after ``sequence``; −inf outside the scored rows."""
+        with torch.inference_mode():
+            self._advance_low(sequence)
+            h = self.hidden[:, self.exit_len:] if self.head.layer is not None else self.hidden[:, -1:]
+            if self.head.layer is not None:
+                h = self._run([self.head.layer], h, self.exit_len, self.exit_cache)[:, -1:]
+                self.exit_len = len(sequence)
+            x = self.head.norm(h)[0, -1]  # (H,)
+            if self.draft_rows is None:
+                logits = self.lm_head(x)
+            else:
+                logits = torch.full((self.vocab_size,), float("-inf"), dtype=x.dtype, device=x.device)
+                logits[self.head.vocab] = self.draft_rows @ x
+        self.draft_forwards += 1
+        return logits
+
+    def verify_logits(self, sequence: list[int], n_logits: int) -> torch.Tensor:
+        """(n_logits, V) target logits for the last ``n_logits`` positions of ``sequence``; equal to a
+        full forward up to float rounding (tests: fp32, 1e-4)."""
+        with torch.inference_mode():
+            self._advance_low(sequence)
+            keep = min(self.high_len, len(sequence) - n_logits)
+            self._crop_high(keep)
+            h = self._run(self.base.layers[self.n:], self.hidden[:, keep:], keep, self.cache)
+            self.high_len = len(sequence)
+            logits = self.lm_head(self.base.norm(h[:, -n_logits:]))[0]
+        self.target_forwards += 1
+        return logits
+
+    # -- bookkeeping ------------------------------------------------------------------------------
+
+    def truncate_target(self, length: int) -> None:
+        """Layers ≥ N keep at most ``length`` positions (the round loop re-runs the pending token)."""
+        self._crop_high(min(self.high_len, length))
+
+    def _advance_low(self, sequence: list[int]) -> None:
+        """Run the first N layers over whatever of ``sequence`` they have not seen."""
+        keep = common_prefix(self.ids, sequence)
+        self.cut(keep)
+        if keep < len(sequence):
+            new = torch.tensor([sequence[keep:]], dtype=torch.long, device=self.device)  # (1, T)
+            h = self._run(self.base.layers[: self.n], self.base.embed_tokens(new), keep, self.cache)
+            self.hidden = h if self.hidden is None else torch.cat([self.hidden, h], dim=1)
+            self.ids = list(sequence)
+
+    def cut(self, length: int) -> None:
+        """Keep the first ``length`` positions in every layer and the exit (a rollback)."""
+        if length < len(self.ids):
+            crop_layers(self.cache, range(self.n), length)
+            self.hidden = self.hidden[:, :length]
+            del self.ids[length:]
+        self._crop_high(min(self.high_len, length))
+        if self.exit_len > length:
+            crop_layers(self.exit_cache, range(1), length)
+            self.exit_len = length
+
+    def _crop_high(self, length: int) -> None:
+        crop_layers(self.cache, range(self.n, self.total), length)
+        self.high_len = length
+
+    def _run(self, layers, hidden: torch.Tensor, past: int, cache: DynamicCache) -> torch.Tensor:
+        """Decoder layers over T new positions after ``past`` cached ones; (1, T, H) in and out."""
+        t = hidden.shape[1]
+        position_ids = torch.arange(past, past + t, device=hidden.device)[None]  # (1, T)
+        mask = causal_mask(past, t, hidden.dtype, hidden.device)
+        rotary = self.base.rotary_emb(hidden, position_ids=position_ids)
+        for layer in layers:
+            hidden = layer(hidden, attention_mask=mask, position_embeddings=rotary, position_ids=position_ids,
+                           past_key_values=cache, use_cache=True)
+        return hidden
+
+
+class DraftRunner:
+    """The draft side as a ``CachedForward``-like runner (``logits``/``truncate``/``ids``/``forwards``),
+    so ``ForwardDrafter`` drafts with it unchanged."""
+
+    def __init__(self, shared: SelfSpeculation):
+        self.shared = shared
+
+    def logits(self, sequence: list[int], n_logits: int = 1) -> torch.Tensor:
+        return self.shared.draft_logits(sequence)[None]  # (1, V)
+
+    def truncate(self, length: int) -> None:
+        self.shared.cut(length)
+
+    @property
+    def ids(self) -> list[int]:
+        return self.shared.ids
+
+    @property
+    def forwards(self) -> int:
+        return self.shared.draft_forwards
+
+
+class SharedVerifier:
+    """The round loop's target runner (``logits``/``truncate``) over a ``SelfSpeculation``."""
+
+    def __init__(self, shared: SelfSpeculation):
+        self.shared = shared
+
+    def logits(self, sequence: list[int], n_logits: int = 1) -> torch.Tensor:
+        return self.shared.verify_logits(sequence, n_logits)
+
+    def truncate(self, length: int) -> None:
+        self.shared.truncate_target(length)
+
+    @property
+    def forwards(self) -> int:
+        return self.shared.target_forwards

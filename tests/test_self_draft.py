@@ -1,0 +1,84 @@
+"""Shared computation between an early-exit draft and its target (EESD 3.1): verification over the
+draft's cache gives the target's own logits (fp32, tolerance 1e-4 on logits of scale ~10), greedy
+output equals ``ar``, and no layer runs twice on a position."""
+
+import pytest
+import torch
+
+from explorer import api
+from explorer.engine.self_draft import SelfSpeculation, causal_mask
+from explorer.exits import new_exit, untrained_exit
+
+TOL = 1e-4
+
+
+def _full_logits(model, ids):
+    with torch.inference_mode():
+        return model(torch.tensor([ids])).logits[0]
+
+
+def test_causal_mask_sees_the_past_and_earlier_new_tokens():
+    m = causal_mask(3, 2, torch.float32, torch.device("cpu"))[0, 0]
+    assert m.shape == (2, 5)
+    assert (m[0, :4] == 0).all() and m[0, 4] < -1e30
+    assert (m[1] == 0).all()
+    assert causal_mask(5, 1, torch.float32, torch.device("cpu")) is None
+
+
+@pytest.mark.parametrize("trained_shape", [False, True])
+def test_shared_verification_equals_a_full_forward(default_model, trained_shape):
+    model = default_model.model
+    ids = default_model.encode("Write a haiku about rain, then explain it.") + list(range(300, 330))
+    full = _full_logits(model, ids)
+    head = new_exit(model, 4) if trained_shape else untrained_exit(model, 4)
+    shared = SelfSpeculation(model, head, default_model.device)
+    n0 = len(ids) - 20
+    assert (shared.verify_logits(ids[:n0], 3) - full[n0 - 3:n0]).abs().max() < TOL
+    for k in range(1, 5):  # draft steps run the first layers ahead of the target's upper layers
+        shared.draft_logits(ids[: n0 + k])
+    assert (shared.verify_logits(ids[: n0 + 8], 8) - full[n0:n0 + 8]).abs().max() < TOL
+    shared.cut(n0 + 3)  # a rejection: every layer and the exit drop what follows
+    lengths = [layer.get_seq_length() for layer in shared.cache.layers]
+    assert lengths == [n0 + 3] * len(lengths) and shared.exit_len <= n0 + 3
+    assert (shared.verify_logits(ids, 10) - full[-10:]).abs().max() < TOL
+
+
+def test_draft_logits_after_rollback_equal_a_fresh_draft(default_model):
+    model = default_model.model
+    ids = default_model.encode("Count to ten.") + [400, 401, 402, 403, 404]
+    head = new_exit(model, 6)
+    kept = SelfSpeculation(model, head, default_model.device)
+    for k in range(len(ids) - 5, len(ids) + 1):
+        kept.draft_logits(ids[:k])
+    kept.cut(len(ids) - 3)
+    fresh = SelfSpeculation(model, head, default_model.device)
+    a, b = kept.draft_logits(ids[:-2]), fresh.draft_logits(ids[:-2])
+    assert (a - b).abs().max() < TOL
+
+
+def test_greedy_equals_ar_and_no_layer_runs_twice_on_a_position(default_model):
+    prompt = "List three uses of copper."
+    ar = api.decode(default_model, prompt, max_new_tokens=24)
+    layers = default_model.model.model.layers
+    seen = {0: 0, len(layers) - 1: 0}
+    hooks = [layers[i].register_forward_hook(lambda m, a, out, i=i: seen.__setitem__(i, seen[i] + out.shape[1]))
+             for i in seen]
+    try:
+        run = api.decode(default_model, prompt, draft="early-exit:4:untrained", gamma=3, max_new_tokens=24)
+    finally:
+        for h in hooks:
+            h.remove()
+    assert run.output_ids == ar.output_ids
+    assert sum(len(r.drafted) for r in run.rounds) > 0
+    # each round runs the pending token and its drafts once: the prompt, every draft, and one target
+    # token per round after the first — in the first layer (draft side) and the last (target side) alike
+    once = len(run.prompt_ids) + run.summary.drafted + run.summary.rounds - 1
+    assert seen[0] == once and seen[len(layers) - 1] == once
+
+
+def test_untrained_variant_and_bad_specs(default_model):
+    run = api.decode(default_model, "Hi", draft="early-exit:2:untrained", max_new_tokens=4)
+    assert "untrained" in run.draft_about
+    for bad in ("early-exit:2:fast", "early-exit:0", "early-exit:30"):
+        with pytest.raises(api.ExplorerError):
+            api.decode(default_model, "Hi", draft=bad, max_new_tokens=4)
