@@ -12,7 +12,8 @@ STOP_REASONS = {"eos": "end of sequence", "max_new_tokens": "max new tokens reac
 
 
 def run_summary(trace, baseline=None) -> str:
-    """Markdown: method, tokens, time, throughput, acceptance, predicted and measured speedup."""
+    """Markdown: method, tokens, time, throughput, acceptance, predicted and measured speedup, and
+    EESD's v_d, r_d, HM and eq. 14 speedup when the summary has them."""
     s = trace.summary
     head = f"**{trace.method}**" + (f" with `{trace.draft}`" if trace.draft else "") + f" on `{trace.model}`"
     parts = [head, f"{s.new_tokens} tokens in {s.wall_s:.2f} s", f"{s.tokens_per_s or 0:.1f} tokens/s",
@@ -23,6 +24,7 @@ def run_summary(trace, baseline=None) -> str:
         parts.append(f"c {s.c_measured:.3f}")
     if s.predicted_speedup is not None:
         parts.append(f"predicted ×{s.predicted_speedup:.2f}")
+    parts += eesd_metrics(s)
     measured = measured_speedup(trace, baseline)
     if measured is not None and trace.method != "ar":
         parts.append(f"measured ×{measured:.2f} (autoregressive {baseline.summary.tokens_per_s:.1f} tokens/s)")
@@ -32,6 +34,29 @@ def run_summary(trace, baseline=None) -> str:
         parts.append(f"lossy: {q['agreement']:.0%} token agreement with the target's own output, {where}")
     parts.append(f"stop: {STOP_REASONS.get(s.stop_reason, s.stop_reason)}")
     return " · ".join(parts)
+
+
+# EESD Appendix D: what each metric is, shown as the tooltip of its label on the page.
+EESD_METRICS = (
+    ("v_d", "v_d", "{:.2f}", "EESD eq. 11: v_d = accepted drafts / all drafted tokens (how good the drafts are)"),
+    ("r_d", "r_d", "{:.2f}", "EESD eq. 12: r_d = accepted drafts / output tokens (the share of the output the "
+                             "draft wrote)"),
+    ("hm", "HM", "{:.2f}", "EESD Appendix D: harmonic mean 2·v_d·r_d / (v_d + r_d) of v_d and r_d (draft quality "
+                           "and strategy in one number)"),
+    ("eq14_speedup", "eq. 14 predicts", "×{:.2f}", "EESD eq. 14: predicted speedup v_d / ((α − v_d)·r_d + v_d), "
+                                                   "α = T_d / T_t the measured draft/target time per token"),
+)
+
+
+def eesd_metrics(summary) -> list[str]:
+    """v_d, r_d, HM and eq. 14's speedup (EESD Appendix D, eq. 11–14) where the summary has them, each
+    label with its definition as a tooltip (``<abbr title>``). ``getattr``: older summaries lack them."""
+    parts = []
+    for field, name, fmt, meaning in EESD_METRICS:
+        value = getattr(summary, field, None)
+        if value is not None:
+            parts.append(f'<abbr title="{html.escape(meaning)}">{name}</abbr> {fmt.format(value)}')
+    return parts
 
 
 def method_banner(method: str, description: str | None) -> str:
