@@ -1,0 +1,390 @@
+"""EESD's Thompson-sampling draft-length controllers (Liu et al., section 3.3 and Appendix B).
+
+At every draft step the controller samples θ from its posterior and a Bernoulli χ ~ P_B(θ): χ = 1 drafts
+one more token, χ = 0 stops the draft (Algorithm 1, steps 8–12). Two posteriors:
+
+* ``beta-ts`` (Algorithm 2): θ ~ Beta(α, β) (eq. 2), updated after each verification with
+  α ← α + r, β ← β + (n − r), r = |Q_v| − 1, n = min(|Q_v| + 1, |Q_d|) (eq. 3–4).
+* ``cali-ts`` (Algorithm 3): θ ~ N(μ, σ²) with μ = w·θ_M + (1 − w)·θ̂, w = σ_S² / (nσ_M² + σ_S²)
+  (eq. 6, 9), 1/σ² = 1/σ_M² + n/σ_S² (eq. 7); θ_M is a trained predictor's score (eq. 5) and θ̂ the
+  running mean of χ (eq. 10). Early on μ follows the model, later the observed rate.
+
+Views, in page order (names sort so): ``ts-posterior``, ``ts-round-decisions``, ``ts-theta-calibration``
+(cali-ts only). They read each round's ``controller`` dict only (see ``RoundTrace``):
+``beta-ts``: alpha_before, beta_before, alpha_after, beta_after, theta, continue, r, n;
+``cali-ts``: theta_model, mu, sigma, theta, continue, theta_hat, theta_hat_after, n.
+A round that drafted nothing has empty per-step lists.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from ..style import DRAFT_COLOUR, FATE_COLOURS, base_layout, empty_figure
+from ..text import label
+from . import MethodView, register
+
+KINDS = ("beta-ts", "cali-ts")
+BINS = 100
+GRID = (np.arange(BINS) + 0.5) / BINS  # θ at the centres of BINS equal bins of [0, 1]
+MEAN_COLOUR = "#111827"
+MODEL_COLOUR = "#db2777"  # θ_M, the calibration model's prediction (eq. 5)
+HAT_COLOUR = FATE_COLOURS["accepted"]  # θ̂, the observed continue rate (eq. 10)
+SELECTED = {"color": "#6b7280", "dash": "dot", "width": 1.5}
+
+
+# -- reading the trace -------------------------------------------------------------------------------
+
+
+def ts_kind(trace) -> str | None:
+    """``beta-ts`` / ``cali-ts`` when the rounds (or, failing them, the settings) carry that controller."""
+    for r in trace.rounds:
+        kind = r.controller.get("kind")
+        if kind in KINDS:
+            return kind
+    controller = getattr(trace.settings, "controller", None)
+    return controller if controller in KINDS and trace.rounds else None
+
+
+def _is_ts(trace) -> bool:
+    return ts_kind(trace) is not None
+
+
+def _is_cali(trace) -> bool:
+    return ts_kind(trace) == "cali-ts"
+
+
+def _selected(trace, round_index: int) -> int:
+    return max(0, min(int(round_index), len(trace.rounds) - 1))
+
+
+def _floats(values) -> list[float]:
+    return [float(v) for v in (values or ())]
+
+
+def _first(values) -> float | None:
+    values = _floats(values)
+    return values[0] if values else None
+
+
+def step_fates(r) -> list[str]:
+    """Fate of each drafted token: before n_accepted accepted; at n_accepted rejected when the round
+    ended in a rejection (the accept test refused it); later ones discarded untested."""
+    fates = []
+    for i in range(len(r.drafted)):
+        if i < r.n_accepted:
+            fates.append("accepted")
+        elif i == r.n_accepted and (r.event == "rejected" or r.rejected_at == i):
+            fates.append("rejected")
+        else:
+            fates.append("discarded")
+    return fates
+
+
+# -- densities ---------------------------------------------------------------------------------------
+
+
+def beta_density(alpha: float, beta: float, theta: np.ndarray = GRID) -> np.ndarray:
+    """Beta(θ; α, β) = θ^(α−1) (1 − θ)^(β−1) / B(α, β) (eq. 2), in log space so large α, β stay finite.
+    NaN everywhere for parameters that are not positive and finite."""
+    a, b = float(alpha), float(beta)
+    if not (math.isfinite(a) and math.isfinite(b) and a > 0 and b > 0):
+        return np.full(np.shape(theta), np.nan)
+    log_b = math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b)
+    return np.exp((a - 1) * np.log(theta) + (b - 1) * np.log1p(-theta) - log_b)
+
+
+def gaussian_density(mu: float, sigma: float, theta: np.ndarray = GRID) -> np.ndarray:
+    """N(θ; μ, σ²), the calibrated posterior θ is drawn from (Algorithm 3, step 11; eq. 9). Shown on
+    [0, 1] only and not renormalised: a draw below 0 (above 1) acts as θ = 0 (1) in the Bernoulli, see
+    ``outside_mass``."""
+    m, s = float(mu), float(sigma)
+    if not (math.isfinite(m) and math.isfinite(s) and s > 0):
+        return np.full(np.shape(theta), np.nan)
+    return np.exp(-0.5 * ((theta - m) / s) ** 2) / (s * math.sqrt(2 * math.pi))
+
+
+def outside_mass(mu: float, sigma: float) -> float:
+    """P(θ < 0) + P(θ > 1) under N(μ, σ²): the share of draws clipped to a certain stop or continue."""
+    if not (sigma > 0):
+        return 0.0
+    below = 0.5 * (1 + math.erf((0 - mu) / (sigma * math.sqrt(2))))
+    above = 0.5 * (1 - math.erf((1 - mu) / (sigma * math.sqrt(2))))
+    return below + above
+
+
+def round_posterior(r, kind: str) -> tuple[np.ndarray, float, str] | None:
+    """The posterior θ was sampled from at the start of round ``r``: (density on ``GRID``, its mean, a
+    one-line description), or None when the round has none to show (a cali-ts round with no draft step,
+    or a dict without the fields)."""
+    c = r.controller
+    if kind == "beta-ts":
+        a, b = c.get("alpha_before"), c.get("beta_before")
+        if a is None or b is None or not (a > 0 and b > 0):
+            return None
+        return beta_density(a, b), a / (a + b), f"Beta(α = {a:.2f}, β = {b:.2f})"
+    mu, sigma = _first(c.get("mu")), _first(c.get("sigma"))
+    if mu is None or sigma is None or not sigma > 0:
+        return None
+    clipped = outside_mass(mu, sigma)
+    return (gaussian_density(mu, sigma), mu,
+            f"N(μ = {mu:.3f}, σ = {sigma:.3f}) · {clipped:.0%} of draws outside [0, 1], clipped")
+
+
+# -- figures -----------------------------------------------------------------------------------------
+
+
+def posterior_figure(trace, round_index: int) -> go.Figure:
+    """The posterior of θ round by round (a density heatmap, θ on y), its mean and every sampled θ; below
+    it, the draft length those samples produced and how much of it was accepted.
+
+    beta-ts: Beta(α_before, β_before) of each round (eq. 2), mean α/(α + β); it narrows as eq. 3–4 add
+    each verification's r and n − r. cali-ts: N(μ, σ²) of each round's first draft step (eq. 6–7, 9),
+    mean μ; σ shrinks as n grows (eq. 7)."""
+    kind = ts_kind(trace)
+    title = ("Thompson sampling: posterior of θ per round"
+             + (" (Beta-TS, eq. 2–4)" if kind == "beta-ts" else " (calibrated TS, eq. 6–9)"))
+    if not trace.rounds or kind is None:
+        return empty_figure(title, "No Thompson-sampling rounds in this trace.")
+    posteriors = [round_posterior(r, kind) for r in trace.rounds]
+    if all(p is None for p in posteriors):
+        return empty_figure(title, "No round drafted, so the controller never sampled θ: nothing to show.")
+    xs = [r.index + 1 for r in trace.rounds]
+    selected = _selected(trace, round_index)
+    z = np.full((BINS, len(xs)), np.nan, dtype=np.float32)  # (θ bins, rounds)
+    for j, p in enumerate(posteriors):
+        if p is not None:
+            z[:, j] = p[0]
+    finite = z[np.isfinite(z)]
+    zmax = float(np.percentile(finite, 99.5)) if finite.size else 1.0
+
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.64, 0.36], vertical_spacing=0.1,
+                        subplot_titles=("Posterior density of θ = P(draft one more token) at the start of each round",
+                                        "Draft length the samples produced, and what the target accepted"))
+    domain = fig.layout.yaxis.domain
+    fig.add_trace(go.Heatmap(
+        x=xs, y=GRID, z=z, zmin=0, zmax=max(zmax, 1e-6), colorscale="Blues", name="posterior density",
+        colorbar={"title": {"text": "density<br>p(θ)"}, "len": domain[1] - domain[0], "y": sum(domain) / 2,
+                  "yanchor": "middle", "thickness": 12},
+        hovertemplate="round %{x}<br>θ = %{y:.2f}<br>density p(θ) = %{z:.2f}<extra></extra>"), row=1, col=1)
+    sx, sy, text = [], [], []
+    for r in trace.rounds:
+        thetas, cont = _floats(r.controller.get("theta")), list(r.controller.get("continue") or ())
+        for i, t in enumerate(thetas):
+            sx.append(r.index + 1)
+            sy.append(min(1.0, max(0.0, t)))
+            go_on = cont[i] if i < len(cont) else None
+            text.append(f"step {i + 1}: θ = {t:.3f} → "
+                        + ("χ = 1, continue" if go_on else "χ = 0, stop" if go_on is False else "χ not recorded"))
+    if sx:
+        fig.add_trace(go.Scatter(
+            x=sx, y=sy, customdata=text, name="sampled θ (one per draft step)", mode="markers",
+            marker={"color": DRAFT_COLOUR, "size": 5, "line": {"color": "#ffffff", "width": 0.5}},
+            hovertemplate="round %{x}<br>%{customdata}<extra></extra>"), row=1, col=1)
+
+    means = [p[1] if p is not None else None for p in posteriors]
+    desc = [p[2] if p is not None else "no draft step: no posterior sampled" for p in posteriors]
+    mean_name = "posterior mean α/(α + β)" if kind == "beta-ts" else "posterior mean μ (first draft step)"
+    fig.add_trace(go.Scatter(
+        x=xs, y=means, customdata=desc, name=mean_name, mode="lines+markers", connectgaps=False,
+        line={"color": MEAN_COLOUR, "width": 2}, marker={"size": 6},
+        hovertemplate="round %{x}<br>mean θ = %{y:.3f}<br>%{customdata}<extra></extra>"), row=1, col=1)
+    drafted = [len(r.drafted) for r in trace.rounds]
+    accepted = [r.n_accepted for r in trace.rounds]
+    fig.add_trace(go.Bar(x=xs, y=drafted, name="drafted tokens (realised draft length)", marker_color=DRAFT_COLOUR,
+                         opacity=0.6, hovertemplate="round %{x}<br>drafted %{y} tokens<extra></extra>"), row=2, col=1)
+    fig.add_trace(go.Bar(x=xs, y=accepted, name="accepted drafts", marker_color=FATE_COLOURS["accepted"],
+                         hovertemplate="round %{x}<br>accepted %{y} drafts<extra></extra>"), row=2, col=1)
+    gamma = getattr(trace.settings, "gamma", None)
+    if gamma:
+        fig.add_hline(y=gamma, line={"color": MEAN_COLOUR, "dash": "dash", "width": 1}, row=2, col=1,
+                      annotation_text=f"γ cap = {gamma}", annotation_position="top left")
+    _mark_selected(fig, xs, selected)
+    fig.update_layout(barmode="overlay")
+    fig.update_yaxes(title_text="θ (probability)", range=[0, 1], row=1, col=1)
+    fig.update_yaxes(title_text="tokens", rangemode="tozero", row=2, col=1)
+    _round_axes(fig, xs)
+    base_layout(fig, f"{title} · selected: round {selected + 1}", height=560, legend_below=True)
+    fig.update_layout(margin={"r": 90})
+    return fig
+
+
+def decisions_figure(trace, round_index: int) -> go.Figure:
+    """The selected round step by step: the θ sampled at each draft step (Algorithm 1, step 8), the
+    posterior mean it was drawn around, the Bernoulli decision χ (step 9: continue or stop) and the
+    fate of the token drafted at that step once the target verified it."""
+    kind = ts_kind(trace)
+    if not trace.rounds or kind is None:
+        return empty_figure("Thompson sampling: decisions per draft step", "No Thompson-sampling rounds in this trace.")
+    r = trace.rounds[_selected(trace, round_index)]
+    c = r.controller
+    thetas, cont = _floats(c.get("theta")), list(c.get("continue") or ())
+    title = f"Round {r.index + 1}: θ sampled and the stop decision at each draft step"
+    if not thetas:
+        why = "drafted nothing" if not r.drafted else "recorded no θ"
+        return empty_figure(title, f"Round {r.index + 1} {why} (event: {r.event}): the controller sampled no θ, "
+                                   "so there is no decision to show.")
+    steps = list(range(1, len(thetas) + 1))
+    fates = step_fates(r)
+    fates += ["not drafted"] * (len(thetas) - len(fates))
+    tokens = [label(trace, t) for t in r.drafted] + ["—"] * (len(thetas) - len(r.drafted))
+    decisions = [("continue (χ = 1)" if cont[i] else "stop (χ = 0)") if i < len(cont) else "not recorded"
+                 for i in range(len(thetas))]
+    fig = go.Figure()
+    for fate in ("accepted", "rejected", "discarded", "not drafted"):
+        idx = [i for i, f in enumerate(fates) if f == fate]
+        if not idx:
+            continue
+        fig.add_trace(go.Bar(
+            x=[steps[i] for i in idx], y=[thetas[i] for i in idx], name=f"sampled θ · token {fate}",
+            marker_color=FATE_COLOURS.get(fate, "#d1d5db"), width=0.6,
+            customdata=[[tokens[i], decisions[i], fate] for i in idx],
+            hovertemplate="step %{x}<br>θ = %{y:.3f}<br>%{customdata[1]}<br>drafted %{customdata[0]}: "
+                          "%{customdata[2]}<extra></extra>"))
+    lo, hi = 0.5, len(thetas) + 0.5
+    if kind == "beta-ts":
+        a, b = c.get("alpha_before"), c.get("beta_before")
+        if a is not None and b is not None and a + b > 0:
+            mean = a / (a + b)
+            fig.add_trace(go.Scatter(
+                x=[lo, hi], y=[mean, mean], mode="lines", name=f"posterior mean α/(α + β) = {mean:.3f}",
+                line={"color": MEAN_COLOUR, "width": 2, "dash": "dash"},
+                hovertemplate=f"Beta(α = {a:.2f}, β = {b:.2f})<br>mean = {mean:.3f}<extra></extra>"))
+        subtitle = (f"Beta({_num(a)}, {_num(b)}) → Beta({_num(c.get('alpha_after'))}, {_num(c.get('beta_after'))}) "
+                    f"after r = {c.get('r', '?')} of n = {c.get('n', '?')} (eq. 3–4)")
+    else:
+        mu, sigma, model = _floats(c.get("mu")), _floats(c.get("sigma")), _floats(c.get("theta_model"))
+        if mu:
+            fig.add_trace(go.Scatter(
+                x=steps[: len(mu)], y=mu, mode="lines+markers", name="posterior mean μ ± σ (eq. 6–7)",
+                line={"color": MEAN_COLOUR, "width": 2, "dash": "dash"},
+                error_y={"type": "data", "array": sigma[: len(mu)], "visible": bool(sigma), "color": MEAN_COLOUR},
+                hovertemplate="step %{x}<br>μ = %{y:.3f}<extra></extra>"))
+        if model:
+            fig.add_trace(go.Scatter(
+                x=steps[: len(model)], y=model, mode="markers", name="θ_M, the model's prediction (eq. 5)",
+                marker={"color": MODEL_COLOUR, "symbol": "diamond", "size": 9},
+                hovertemplate="step %{x}<br>θ_M = %{y:.3f}<extra></extra>"))
+        subtitle = (f"θ̂ {_num(c.get('theta_hat'), 3)} → {_num(c.get('theta_hat_after'), 3)} (eq. 10) · "
+                    f"n = {c.get('n', '?')} verifications before this round")
+    for go_on, name, symbol, colour in ((True, "continue drafting (χ = 1)", "triangle-right",
+                                         FATE_COLOURS["accepted"]),
+                                        (False, "stop drafting (χ = 0)", "square", FATE_COLOURS["rejected"])):
+        idx = [i for i in range(min(len(cont), len(thetas))) if bool(cont[i]) is go_on]
+        if idx:
+            fig.add_trace(go.Scatter(
+                x=[steps[i] for i in idx], y=[1.1] * len(idx), mode="markers+text", name=name,
+                text=["continue" if go_on else "stop"] * len(idx), textposition="top center",
+                marker={"symbol": symbol, "size": 12, "color": colour},
+                customdata=[thetas[i] for i in idx],
+                hovertemplate="step %{x}<br>θ = %{customdata:.3f}<br>" + name + "<extra></extra>"))
+    summary = f"drafted {len(r.drafted)}, accepted {r.n_accepted}, event {r.event}"
+    if cont and len(cont) >= len(thetas) and all(cont[: len(thetas)]):
+        gamma = getattr(trace.settings, "gamma", None)
+        summary += f" · every step continued: the draft stopped at the {f'γ = {gamma}' if gamma else 'length'} cap"
+    fig.update_layout(barmode="overlay", bargap=0.3)
+    fig.update_xaxes(title_text="draft step i (position of the drafted token in the round)", dtick=1,
+                     range=[lo, hi])
+    fig.update_yaxes(title_text="θ (probability of continuing)", range=[0, 1.3],
+                     tickvals=[0, 0.2, 0.4, 0.6, 0.8, 1.0])
+    base_layout(fig, f"{title}<br><sup>{summary}</sup><br><sup>{subtitle}</sup>", height=420, legend_below=True)
+    fig.update_layout(margin={"t": 95})
+    return fig
+
+
+def calibration_figure(trace, round_index: int) -> go.Figure:
+    """Calibrated TS over rounds: the model's θ_M (eq. 5), the observed rate θ̂ (eq. 10) and the mean μ
+    they are mixed into, μ = w·θ_M + (1 − w)·θ̂ with w = σ_S²/(nσ_M² + σ_S²) (eq. 6); the band is μ ± σ
+    (eq. 7). Below: w as the trace implies it, (μ − θ̂)/(θ_M − θ̂), falling from 1 towards 0 as n grows.
+    Values of each round's first draft step."""
+    title = "Calibrated TS: μ moves from the model's θ_M towards the observed θ̂ as n grows (eq. 6)"
+    if not trace.rounds or not _is_cali(trace):
+        return empty_figure(title, "Not a calibrated Thompson-sampling trace.")
+    rows = []
+    for r in trace.rounds:
+        c = r.controller
+        mu, sigma, model = _first(c.get("mu")), _first(c.get("sigma")), _first(c.get("theta_model"))
+        hat = c.get("theta_hat")
+        rows.append((r.index + 1, mu, sigma, model, None if hat is None else float(hat), c.get("n")))
+    if all(mu is None for _, mu, *_ in rows):
+        return empty_figure(title, "No round drafted, so the controller never computed μ and σ: nothing to show.")
+    xs = [row[0] for row in rows]
+    mu = [row[1] for row in rows]
+    sigma = [row[2] for row in rows]
+    model = [row[3] for row in rows]
+    hat = [row[4] for row in rows]
+    ns = [row[5] for row in rows]
+    weight = [(m - h) / (t - h) if None not in (m, h, t) and abs(t - h) >= 0.02 else None
+              for m, h, t in zip(mu, hat, model)]
+    selected = _selected(trace, round_index)
+
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.66, 0.34], vertical_spacing=0.1,
+                        subplot_titles=("θ_M, θ̂ and the posterior N(μ, σ²) of each round's first draft step",
+                                        "Weight of the model in μ: w = σ_S²/(nσ_M² + σ_S²)"))
+    band = [(x, m, s) for x, m, s in zip(xs, mu, sigma) if m is not None and s is not None]
+    fig.add_trace(go.Scatter(  # one closed polygon: μ + σ left to right, then μ − σ back
+        x=[x for x, _, _ in band] + [x for x, _, _ in reversed(band)],
+        y=[m + s for _, m, s in band] + [m - s for _, m, s in reversed(band)],
+        mode="lines", line={"width": 0}, fill="toself", fillcolor="rgba(17, 24, 39, 0.12)", name="μ ± σ (eq. 7)",
+        hoverinfo="skip", legendrank=2), row=1, col=1)
+    custom = [[s if s is not None else float("nan"), n if n is not None else "?"] for s, n in zip(sigma, ns)]
+    fig.add_trace(go.Scatter(x=xs, y=mu, customdata=custom, mode="lines+markers", name="μ, posterior mean (eq. 6)",
+                             line={"color": MEAN_COLOUR, "width": 2}, marker={"size": 5}, legendrank=1,
+                             error_y={"type": "data", "array": [c[0] for c in custom], "visible": len(band) < 2,
+                                      "color": MEAN_COLOUR},  # a band needs two rounds; one gets a bar
+                             hovertemplate="round %{x}<br>μ = %{y:.3f}<br>σ = %{customdata[0]:.3f}"
+                                           "<br>n = %{customdata[1]}<extra></extra>"), row=1, col=1)
+    fig.add_trace(go.Scatter(x=xs, y=model, mode="markers", name="θ_M, model's prediction (eq. 5)",
+                             marker={"color": MODEL_COLOUR, "symbol": "diamond", "size": 7}, legendrank=3,
+                             hovertemplate="round %{x}<br>θ_M = %{y:.3f}<extra></extra>"), row=1, col=1)
+    fig.add_trace(go.Scatter(x=xs, y=hat, mode="lines+markers", marker={"size": 4}, line_shape="hv",
+                             name="θ̂, observed continue rate (eq. 10)",
+                             line={"color": HAT_COLOUR, "width": 2, "dash": "dash"}, legendrank=4,
+                             hovertemplate="round %{x}<br>θ̂ = %{y:.3f}<extra></extra>"), row=1, col=1)
+    fig.add_trace(go.Scatter(x=xs, y=weight, customdata=[n if n is not None else "?" for n in ns],
+                             mode="markers+lines", connectgaps=True,
+                             name="w implied by the trace, (μ − θ̂)/(θ_M − θ̂)",
+                             line={"color": MODEL_COLOUR, "width": 1.5}, marker={"size": 5}, legendrank=5,
+                             hovertemplate="round %{x}<br>n = %{customdata}<br>w = %{y:.3f} "
+                                           "(1: μ = θ_M, 0: μ = θ̂)<extra></extra>"), row=2, col=1)
+    _mark_selected(fig, xs, selected)
+    fig.update_yaxes(title_text="θ (probability)", range=[0, 1.05], row=1, col=1)
+    fig.update_yaxes(title_text="w (share of θ_M)", range=[-0.05, 1.1], row=2, col=1)
+    _round_axes(fig, xs)
+    return base_layout(fig, f"{title} · selected: round {selected + 1}", height=520, legend_below=True)
+
+
+def _mark_selected(fig: go.Figure, xs: list[int], selected: int) -> None:
+    """A dotted line through the selected round in both rows (none when there is only that round)."""
+    if len(xs) > 1:
+        for row in (1, 2):
+            fig.add_vline(x=selected + 1, line=SELECTED, row=row, col=1)
+
+
+def _round_axes(fig: go.Figure, xs: list[int]) -> None:
+    """Both rows' x: whole rounds, each round a unit-wide column (so one round is not drawn at 0.6–1.4)."""
+    ticks = {"dtick": 1} if len(xs) <= 20 else {}
+    fig.update_xaxes(range=[xs[0] - 0.5, xs[-1] + 0.5], **ticks)
+    fig.update_xaxes(title_text="round", row=2, col=1)
+
+
+def _num(value, digits: int = 2) -> str:
+    return "?" if value is None else f"{float(value):.{digits}f}"
+
+
+register(MethodView(
+    name="ts-posterior", title="TS posterior", applies=_is_ts, render=posterior_figure,
+    description="The Thompson-sampling posterior of θ round by round, with the draft lengths it produced "
+                "(EESD eq. 2–4, 6–9)."))
+register(MethodView(
+    name="ts-round-decisions", title="TS decisions", applies=_is_ts, render=decisions_figure,
+    description="The selected round's sampled θ, continue/stop decision and token fate per draft step "
+                "(EESD Algorithm 1)."))
+register(MethodView(
+    name="ts-theta-calibration", title="Calibration", applies=_is_cali, render=calibration_figure,
+    description="Calibrated TS: μ between the model's θ_M and the observed θ̂, and σ, over rounds "
+                "(EESD eq. 6–10)."))
