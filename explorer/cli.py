@@ -15,7 +15,8 @@ from .errors import ExplorerError
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one clear line, exit 2
-        self.exit(2, f"error: {message} (see `python -m explorer {self.prog.split()[-1]} --help`)\n")
+        command = self.prog.removeprefix("python -m explorer").strip()
+        self.exit(2, f"error: {message} (see `python -m explorer {command + ' ' if command else ''}--help`)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -71,12 +72,50 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--max-small-steps", type=int, default=10)
     sweep.add_argument("--prompts", type=int, help="use only the first N prompts of the shipped set")
     sweep.add_argument("--out", default="sweep.json", help="JSON report (default sweep.json)")
+
+    train = sub.add_parser("train", help="train a draft offline on the target's own answers (self-distillation)",
+                           description="Offline trainers. Each writes an artifact (weights + JSON manifest) that "
+                                       "the decoding methods find by the target model's fingerprint.")
+    _add_trainers(train.add_subparsers(dest="trainer", required=True, parser_class=_Parser, metavar="TRAINER"))
     return parser
+
+
+def _add_trainers(trainers) -> None:
+    """One sub-command per trainer; each sets ``handler`` (add a trainer here)."""
+    from .exits import ARTIFACT_DIR
+
+    ee = trainers.add_parser(
+        "early-exit", help="EESD exit layer after the first N layers (sections 3.1-3.2)",
+        description="Self-distils one exit layer on top of the target's first N layers (EESD 3.1-3.2): the "
+                    "target answers the prompt bank (assets/train_prompts.json), then the layer learns the "
+                    "target's next-token distributions. Data and features are cached; training resumes.")
+    ee.add_argument("--model", default="default", help="the target: default | hf:ORG/NAME | tiny-random[:SEED[:LAYERS]]")
+    ee.add_argument("--layers", type=int, action="append", required=True, metavar="N",
+                    help="exit after the first N layers (repeatable: --layers 4 --layers 8)")
+    ee.add_argument("--tokens", type=int, default=60_000, help="answer tokens of self-generated training data")
+    ee.add_argument("--steps", type=int, default=600, help="optimizer steps (AdamW)")
+    ee.add_argument("--seed", type=int, default=0, help="training seed (the data's seed is fixed)")
+    ee.add_argument("--vocab", type=int, default=0, metavar="V",
+                    help="score only the V most frequent tokens (+ EOS): a cheaper draft step (0: all)")
+    ee.add_argument("--loss", choices=["kl", "ce"], default="kl",
+                    help="kl: KL(target || exit) over the target's top-64; ce: cross-entropy to its tokens")
+    ee.add_argument("--mode", choices=["hybrid", "greedy", "sample"], default="hybrid",
+                    help="how the target answers the bank (hybrid: greedy for some prompts, sampled for others)")
+    ee.add_argument("--lr", type=float, default=1e-3)
+    ee.add_argument("--batch", type=int, default=8, help="windows per step")
+    ee.add_argument("--window", type=int, default=256, help="tokens per packed window")
+    ee.add_argument("--max-new-tokens", type=int, default=256, help="length cap of the target's answers")
+    ee.add_argument("--prompts", help="a prompt bank JSON file like assets/train_prompts.json (default: that file)")
+    ee.add_argument("--device", help="cpu | cuda (default: cuda when present)")
+    ee.add_argument("--out", default=str(ARTIFACT_DIR), help=f"artifact folder (default {ARTIFACT_DIR})")
+    ee.set_defaults(handler=_train_early_exit)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        if args.command == "train":
+            return args.handler(args, argv if argv is not None else sys.argv[1:])
         return {"bench": _bench, "sweep": _sweep}.get(args.command, _run)(args)
     except ExplorerError as err:
         print(f"error: {err}", file=sys.stderr)
@@ -165,6 +204,32 @@ def _sweep(args) -> int:
     except OSError as err:
         raise ExplorerError(f"cannot write the report: {err}") from None
     print(sweep.markdown(report))
+    return 0
+
+
+def _train_early_exit(args, argv: list[str]) -> int:
+    import shlex
+    from pathlib import Path
+
+    from .models import load
+    from .train.data import load_prompt_bank
+    from .train.early_exit import TrainConfig, train_early_exit, write_artifact
+
+    if args.vocab < 0:
+        raise ExplorerError("--vocab must be 0 (the whole vocabulary) or a positive count")
+    layers = tuple(dict.fromkeys(args.layers))
+    configs = [TrainConfig(n, tokens=args.tokens, steps=args.steps, seed=args.seed, vocab=args.vocab or None,
+                           loss=args.loss, mode=args.mode, lr=args.lr, batch=args.batch, window=args.window,
+                           max_new_tokens=args.max_new_tokens) for n in layers]
+    target = load(args.model, device=args.device)
+    prompts = load_prompt_bank(path=Path(args.prompts)) if args.prompts else None
+    command = "python -m explorer " + shlex.join(argv)
+    for config in configs:
+        result = train_early_exit(target, config, prompts, precompute_layers=layers)
+        path = write_artifact(target, config, result, Path(args.out), command)
+        print(f"N={config.n_layers}: held-out agreement {result.heldout_agreement:.1%} "
+              f"(untrained {result.untrained_agreement:.1%}, {result.heldout_tokens} tokens) · "
+              f"{config.steps} steps in {result.train_seconds:.0f} s · {path}")
     return 0
 
 
