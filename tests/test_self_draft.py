@@ -10,6 +10,7 @@ from explorer.engine.self_draft import SelfSpeculation, causal_mask
 from explorer.exits import new_exit, untrained_exit
 
 TOL = 1e-4
+RUNS = 800  # sampled runs for the chi-square check
 
 
 def _full_logits(model, ids):
@@ -82,3 +83,33 @@ def test_untrained_variant_and_bad_specs(default_model):
     for bad in ("early-exit:2:fast", "early-exit:0", "early-exit:30"):
         with pytest.raises(api.ExplorerError):
             api.decode(default_model, "Hi", draft=bad, max_new_tokens=4)
+
+
+def test_sampling_with_a_restricted_vocabulary_exit_is_distributed_as_the_target(tiny_target):
+    """A draft scoring only half the vocabulary (q = 0 elsewhere) over the shared cache: the emitted
+    tokens still follow the target's distribution (chi-square, as in test_lossless)."""
+    import numpy as np
+
+    from explorer.engine.drafters import ForwardDrafter
+    from explorer.engine.controllers import Fixed
+    from explorer.engine.sampling import Rng, SamplingConfig
+    from explorer.engine.self_draft import DraftRunner, SharedVerifier
+    from explorer.engine.speculative import decode_rounds
+    from test_lossless import PREFIX, chi_square_pvalue, exact_two_token_distribution
+
+    cfg = SamplingConfig(1.0)
+    p0, p1 = exact_two_token_distribution(tiny_target, cfg)
+    head = new_exit(tiny_target.model, 1, vocab=torch.arange(0, 32, 2))
+    counts, accepted = np.zeros((2, p0.shape[0])), 0
+    for seed in range(RUNS):
+        shared = SelfSpeculation(tiny_target.model, head, tiny_target.device)
+        drafter = ForwardDrafter("early-exit:1", runner=DraftRunner(shared))
+        drafter.verifier = SharedVerifier(shared)
+        rounds = [r for r, _ in decode_rounds(tiny_target, drafter, Fixed(2), cfg, PREFIX, 2, Rng(seed))]
+        out = [t for r in rounds for t in r.emitted]
+        assert all(t % 2 == 0 for r in rounds for t in r.drafted)  # drafts only from the scored rows
+        counts[0, out[0]] += 1
+        counts[1, out[1]] += 1
+        accepted += sum(r.n_accepted for r in rounds)
+    assert 0.05 < accepted / RUNS < 0.9
+    assert chi_square_pvalue(counts[0], p0) > 1e-3 and chi_square_pvalue(counts[1], p1) > 1e-3
