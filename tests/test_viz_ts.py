@@ -301,3 +301,5 @@ def test_summary_shows_eesd_metrics_with_their_meaning_when_present():
     assert "HM" not in plain and "<abbr" not in plain
     partial = viz.run_summary(make_trace("beta-ts", PLAN, v_d=0.0, r_d=0.0, hm=None, eq14_speedup=None))
     assert "v_d</abbr> 0.00" in partial and "HM" not in partial  # zero is a value, None is absent
+    undefined = viz.run_summary(make_trace("beta-ts", PLAN, v_d=0.0, r_d=0.0, hm=0.0, eq14_speedup=float("nan")))
+    assert "HM</abbr> 0.00" in undefined and "nan" not in undefined and "eq. 14" not in undefined

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import math
 
 from ..quality import compare
 from .latency import measured_speedup
@@ -50,11 +51,12 @@ EESD_METRICS = (
 
 def eesd_metrics(summary) -> list[str]:
     """v_d, r_d, HM and eq. 14's speedup (EESD Appendix D, eq. 11–14) where the summary has them, each
-    label with its definition as a tooltip (``<abbr title>``). ``getattr``: older summaries lack them."""
+    label with its definition as a tooltip (``<abbr title>``). ``getattr``: older summaries lack them;
+    a non-finite value (eq. 14 is 0/0 when no draft was accepted) is left out rather than shown as nan."""
     parts = []
     for field, name, fmt, meaning in EESD_METRICS:
         value = getattr(summary, field, None)
-        if value is not None:
+        if value is not None and math.isfinite(value):
             parts.append(f'<abbr title="{html.escape(meaning)}">{name}</abbr> {fmt.format(value)}')
     return parts
 
