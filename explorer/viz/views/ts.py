@@ -34,6 +34,7 @@ GRID = (np.arange(BINS) + 0.5) / BINS  # θ at the centres of BINS equal bins of
 MEAN_COLOUR = "#111827"
 MODEL_COLOUR = "#db2777"  # θ_M, the calibration model's prediction (eq. 5)
 HAT_COLOUR = FATE_COLOURS["accepted"]  # θ̂, the observed continue rate (eq. 10)
+CONTINUE_COLOUR = "#0891b2"  # χ = 1
 SELECTED = {"color": "#6b7280", "dash": "dot", "width": 1.5}
 
 
@@ -271,9 +272,9 @@ def decisions_figure(trace, round_index: int) -> go.Figure:
                 hovertemplate="step %{x}<br>θ_M = %{y:.3f}<extra></extra>"))
         subtitle = (f"θ̂ {_num(c.get('theta_hat'), 3)} → {_num(c.get('theta_hat_after'), 3)} (eq. 10) · "
                     f"n = {c.get('n', '?')} verifications before this round")
-    for go_on, name, symbol, colour in ((True, "continue drafting (χ = 1)", "triangle-right",
-                                         FATE_COLOURS["accepted"]),
-                                        (False, "stop drafting (χ = 0)", "square", FATE_COLOURS["rejected"])):
+    # decision markers in colours no fate uses here, so they do not read as token fates
+    for go_on, name, symbol, colour in ((True, "continue drafting (χ = 1)", "triangle-right", CONTINUE_COLOUR),
+                                        (False, "stop drafting (χ = 0)", "x", MEAN_COLOUR)):
         idx = [i for i in range(min(len(cont), len(thetas))) if bool(cont[i]) is go_on]
         if idx:
             fig.add_trace(go.Scatter(
