@@ -194,3 +194,22 @@ def test_bild_run_shows_its_views_and_agreement_and_the_sweep_draws(page):
     expect(page.locator("#bild-sweep-plot .js-plotly-plot")).to_have_count(1)
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "browser-bild.png"), full_page=True)
+
+
+def test_uploaded_thompson_sampling_trace_shows_its_views_and_eesd_metrics(page, tmp_path):
+    from test_viz_ts import make_trace  # the hand-built cali-ts trace of the viz tests (no model)
+
+    trace = make_trace("cali-ts", [(3, 1), (4, 4), (0, 0), (2, 2)], v_d=0.62, r_d=0.55, hm=0.58, eq14_speedup=1.4)
+    path = tmp_path / "cali-ts.json"
+    path.write_text(trace.to_json())
+    page.set_input_files(UPLOAD_INPUT, str(path))
+    wait_status(page, "Replaying an uploaded trace", timeout=30_000)
+    for name in ("ts-posterior", "ts-round-decisions", "ts-theta-calibration"):
+        expect(page.locator(f"#view-{name} .js-plotly-plot")).to_have_count(1)
+    assert page.locator("#status abbr[title*='harmonic mean']").inner_text() == "HM"
+    set_number(page, "round-slider", 1)
+    expect(page.locator("#view-ts-round-decisions")).to_contain_text("Round 1: θ sampled")
+    set_number(page, "round-slider", 3)  # drafted nothing: the view says so instead of an empty plot
+    expect(page.locator("#view-ts-round-decisions")).to_contain_text("Round 3 drafted nothing")
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "browser-ts.png"), full_page=True)
