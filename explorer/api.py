@@ -22,7 +22,7 @@ from .engine.sampling import Rng, SamplingConfig
 from .engine.speculative import decode_rounds
 from .engine.trace import RoundTrace, RunTrace, Settings, Summary
 from .errors import ExplorerError
-from .exits import eesd_preset
+from . import exits
 from .models import LoadedModel, load
 
 METHODS = {
@@ -32,6 +32,8 @@ METHODS = {
             "and a Thompson-sampling stop rule (the shipped preset for this model)",
     "bild": "Big Little Decoder (Kim et al.): the small model writes, the large one takes over and rolls back "
             "(lossy)",
+    "bita": "BiTA (Lin et al.): trained mask tokens draft a token tree that the target verifies while drafting the "
+            "next one, in one forward pass (no draft model)",
 }
 LOSSY = frozenset({"bild"})
 MAX_NEW_TOKENS = 4096
@@ -84,6 +86,7 @@ class Decoding:
             for rows in (r.draft_top, r.target_top):
                 every_id += [i for row in rows for i, _ in row]
             every_id += [i for i, _ in (r.residual_top or ())]
+            every_id += [n["token"] for n in (r.tree or {}).get("nodes", ())]
         return RunTrace(
             method=self.method, model=self.target.name, draft=self.draft_name, settings=self.settings,
             prompt_ids=self.prompt_ids, output_ids=tuple(output), text=self.target.decode(output),
@@ -117,7 +120,9 @@ def summarize(rounds: tuple[RoundTrace, ...], record_s: float, stop_reason: str,
     v_d = accepted / drafted if drafted else None
     r_d = accepted / new_tokens if drafted and new_tokens else None
     if v_d is not None and r_d is not None and c is not None and method not in LOSSY:
-        eq14 = float(theory.eesd_speedup(v_d, r_d, c))
+        # with nothing accepted eq. 14 is 0/0; eq. 13's time is then drafted·T_d + L·T_t
+        eq14 = float(theory.eesd_speedup(v_d, r_d, c)) if accepted else 1 / (1 + c * drafted / new_tokens)
+        eq14 = eq14 if abs(eq14) < float("inf") else None  # nan (0/0) when nothing was accepted and c = 0
     return Summary(
         new_tokens=new_tokens, rounds=len(rounds), drafted=drafted, accepted=accepted,
         acceptance_rate=accepted / drafted if drafted else None, alpha_hat=alpha, mean_gamma=mean_gamma,
@@ -145,7 +150,8 @@ def stream(model, prompt: str | None = None, *, prompt_ids: list[int] | None = N
            draft=None, gamma: int | None = None, controller: str | None = None, temperature: float = 0.0, top_k: int = 0,
            top_p: float = 1.0, max_new_tokens: int = 64, seed: int = 0, chat: bool = True,
            fallback_threshold: float = 0.6, rollback_threshold: float | None = 5.0, max_small_steps: int = 10,
-           device=None, dtype=None) -> Decoding:
+           bita_tree: str = "efficient", bita_masks: int | None = None, bita_top_k: int = 3,
+           bita_tokens: str | None = None, device=None, dtype=None) -> Decoding:
     """Start a run and return it as an iterable ``Decoding`` of rounds.
 
     ``model`` and ``draft`` take a spec string (``default``, ``hf:ORG/NAME``, ``tiny-random:SEED``), a
@@ -154,14 +160,16 @@ def stream(model, prompt: str | None = None, *, prompt_ids: list[int] | None = N
     ``bild`` takes the small model as ``draft`` and its thresholds α_FB, α_RB (``inf``/None: never roll
     back) and the cap on a small-model turn. ``eesd`` fills draft, controller and γ (the cap on a draft)
     from the preset shipped for the model (``exits.eesd_preset``) where they are not given.
-    ``gamma`` defaults to 4 and ``controller`` to ``fixed``.
+    ``gamma`` defaults to 4 and ``controller`` to ``fixed``. ``bita`` needs no draft: ``bita_tree``
+    (efficient | full | straightforward), ``bita_masks`` (M; default: all the tokens' masks), ``bita_top_k``
+    and ``bita_tokens`` (auto: the tokens shipped for the model, else untrained; untrained; or a path).
     """
     target = _load_cached(model, device, dtype)
     method = method or ("speculative" if draft is not None else "ar")
     if method not in METHODS:
         raise ExplorerError(f"unknown method {method!r}: use one of {', '.join(METHODS)}")
     if method == "eesd":
-        preset = eesd_preset(target.model)
+        preset = exits.eesd_preset(target.model)
         draft = draft if draft is not None else preset["draft"]
         controller = controller or preset["controller"]
         gamma = gamma if gamma is not None else preset["gamma"]
@@ -175,6 +183,10 @@ def stream(model, prompt: str | None = None, *, prompt_ids: list[int] | None = N
         raise ExplorerError(f"max_new_tokens must be a whole number from 1 to {MAX_NEW_TOKENS}, got {max_new_tokens!r}")
     ids = _prompt_ids(target, prompt, prompt_ids, chat, max_new_tokens)
     drafter = None
+    if method == "bita":  # no drafter: the target drafts for itself with mask tokens (BiTA section 3.2)
+        settings = Settings(temperature=cfg.temperature, top_k=cfg.top_k, top_p=cfg.top_p, gamma=gamma,
+                            controller=controller, seed=seed, max_new_tokens=max_new_tokens, chat=chat)
+        return _bita(target, settings, cfg, ids, prompt, bita_tree, bita_masks, bita_top_k, bita_tokens, seed)
     if method != "ar":
         if draft is None:
             raise ExplorerError(f"method {method!r} needs a draft: model:<name>, early-exit:N or prompt-lookup:n")
@@ -197,6 +209,24 @@ def stream(model, prompt: str | None = None, *, prompt_ids: list[int] | None = N
         rounds = decode_rounds(target, drafter, ctrl, cfg, ids, max_new_tokens, Rng(seed))
     return Decoding(target, method, drafter.spec if drafter else None, settings, ids, prompt, rounds,
                     getattr(drafter, "about", None))
+
+
+def _bita(target: LoadedModel, settings: Settings, cfg: SamplingConfig, ids: list[int], prompt, tree: str,
+          masks: int | None, top_k: int, tokens_spec: str | None, seed: int) -> Decoding:
+    """BiTA's run: its tokens (shipped, untrained or a file) and tree; γ in the settings is M."""
+    from .bita_tokens import tokens_for
+    from .engine.bita import BitaConfig, bita_rounds
+
+    tokens = tokens_for(target.model, tokens_spec, masks)
+    bita = BitaConfig(tree, tokens.n_masks, top_k)
+    settings = dataclasses.replace(settings, controller=f"bita-{bita.tree}", gamma=bita.masks)
+    rounds = bita_rounds(target, tokens, bita, cfg, ids, settings.max_new_tokens, Rng(seed))
+    return Decoding(target, "bita", f"bita:{tokens.name}", settings, ids, prompt, rounds, tokens.describe())
+
+
+def eesd_preset(model="default", device=None, dtype=None) -> dict:
+    """What ``method="eesd"`` runs for this model: {draft, controller, gamma, why}."""
+    return exits.eesd_preset(_load_cached(model, device, dtype).model)
 
 
 def decode(model, prompt: str | None = None, **kwargs) -> RunTrace:

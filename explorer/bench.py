@@ -24,6 +24,7 @@ from . import theory
 from .api import _load_cached, decode
 from .engine.costs import verify_cost_curve
 from .errors import ExplorerError
+from .exits import exit_for
 from .models import quiet_transformers
 
 PROMPTS_FILE = Path(__file__).resolve().parent.parent / "assets" / "prompts.json"
@@ -36,10 +37,11 @@ DEFAULT_SYSTEMS = (
 
 @dataclass(frozen=True)
 class System:
-    """One way of decoding: ``hf-generate``, ``hf-assisted:<draft>``, ``ar``, ``speculative:<draft>[/controller]``."""
+    """One way of decoding: ``hf-generate``, ``hf-assisted:<draft>``, ``ar``, ``eesd``,
+    ``speculative:<draft>[/controller]``."""
 
     name: str
-    method: str  # hf-generate | hf-assisted | ar | speculative
+    method: str  # hf-generate | hf-assisted | ar | eesd | speculative
     draft: str | None
     controller: str | None
     gamma: int
@@ -50,8 +52,8 @@ def print_progress(done: int, total: int, line: str) -> None:
 
 
 def parse_system(name: str, gamma: int, controller: str) -> System:
-    if name in ("hf-generate", "ar"):
-        return System(name, name, None, None, 0)
+    if name in ("hf-generate", "ar", "eesd"):
+        return System(name, name, None, None, 0)  # eesd: the model's preset draft, controller and γ
     kind, _, rest = name.partition(":")
     draft, _, own_controller = rest.partition("/")
     if kind == "speculative" and draft:
@@ -60,7 +62,7 @@ def parse_system(name: str, gamma: int, controller: str) -> System:
         return System(name, "hf-assisted", draft, "hf-constant", gamma)
     raise ExplorerError(
         f"unknown system {name!r}: use hf-generate, hf-assisted:prompt-lookup:n, hf-assisted:early-exit:N, "
-        "ar or speculative:<draft>[/controller]"
+        "ar, eesd or speculative:<draft>[/controller]"
     )
 
 
@@ -102,7 +104,7 @@ def _run(model, systems, repeats, max_new_tokens, temperature, gamma, controller
             return _hf_generate(target, prompt_ids, n, temperature, **assistants.get(system.name, {}))
         start = time.perf_counter()
         trace = decode(target, prompt_ids=prompt_ids, method=system.method, draft=system.draft,
-                       gamma=system.gamma or 4, controller=system.controller or "fixed",
+                       gamma=system.gamma or None, controller=system.controller,
                        temperature=temperature, max_new_tokens=n, seed=0)
         return list(trace.output_ids), time.perf_counter() - start, trace
 
@@ -146,19 +148,32 @@ def _hf_assistant_kwargs(target, system: System) -> dict:
 
 
 def early_exit_assistant(model: torch.nn.Module, n_layers: int) -> torch.nn.Module:
-    """A model object made of the target's own embedding, first N layers, norm and head (shared
-    tensors, nothing copied, the target untouched): what HF's ``assistant_model`` needs."""
+    """A model object made of the target's own embedding, first N layers, the same trained exit layer
+    and norm as our ``early-exit:N`` when one ships (else the model's norm), and the full LM head
+    (shared tensors, the target untouched): what HF's ``assistant_model`` needs. HF runs it with its
+    own cache (no sharing with the target) and over the whole vocabulary."""
     import copy
 
+    head = exit_for(model, n_layers)
+    layers = list(model.model.layers[:n_layers])
+    if head.layer is not None:
+        # shallow copies share the weights; only the attention's cache index differs (HF's cache is one
+        # list of layers), and the submodule table is copied so the original keeps its own attention
+        exit_layer = copy.copy(head.layer)
+        exit_layer._modules = dict(head.layer._modules)
+        attention = copy.copy(head.layer.self_attn)
+        attention.layer_idx = n_layers
+        exit_layer.self_attn = attention
+        layers.append(exit_layer)
     config = copy.deepcopy(model.config)
-    config.num_hidden_layers = n_layers
+    config.num_hidden_layers = len(layers)
     if getattr(config, "layer_types", None):
-        config.layer_types = config.layer_types[:n_layers]
+        config.layer_types = config.layer_types[:len(layers)]
     with torch.device("meta"):
         assistant = type(model)(config)
     assistant.model.embed_tokens = model.model.embed_tokens
-    assistant.model.layers = torch.nn.ModuleList(model.model.layers[:n_layers])
-    assistant.model.norm = model.model.norm
+    assistant.model.layers = torch.nn.ModuleList(layers)
+    assistant.model.norm = head.norm
     assistant.model.rotary_emb = model.model.rotary_emb
     assistant.lm_head = model.lm_head
     assistant.generation_config = copy.deepcopy(model.generation_config)
@@ -231,9 +246,10 @@ def _row(system: System, results, prompts, temperature, verify_ratio) -> dict:
     categories = sorted({p["category"] for p in prompts})
     by_category = {cat: statistics.median(rate(rep, cat) for rep in runs) /
                    statistics.median(rate(rep, cat) for rep in ar_runs) for cat in categories}
+    settings = traces[0].settings if traces else None
     return {
-        "system": system.name, "method": system.method, "draft": system.draft,
-        "controller": system.controller if system.draft else None,
+        "system": system.name, "method": system.method, "draft": system.draft or (traces[0].draft if traces else None),
+        "controller": system.controller if system.draft else (settings.controller if traces and traces[0].draft else None),
         "tokens_per_s": median, "tokens_per_s_min": min(rates), "tokens_per_s_max": max(rates),
         "speedup_vs_hf": median / hf_median if hf_median else None, "speedup_vs_ar": median / ar_median,
         "speedup_vs_ar_by_category": by_category,

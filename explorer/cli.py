@@ -31,8 +31,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--model", default="default", help="default | hf:ORG/NAME | tiny-random[:SEED[:LAYERS]]")
     run.add_argument("--method", choices=list(METHODS), help="default: speculative with --draft, else ar")
     run.add_argument("--draft", help="model:<name> | early-exit:N | prompt-lookup:n")
-    run.add_argument("--gamma", type=int, default=4, help="tokens drafted per round (the start value for heuristic)")
-    run.add_argument("--controller", default="fixed", choices=list(CONTROLLERS))
+    run.add_argument("--gamma", type=int, help="tokens drafted per round (the start value for heuristic, the cap "
+                     "for beta-ts/cali-ts); default 4, or the eesd preset's")
+    run.add_argument("--controller", choices=list(CONTROLLERS), help="default fixed, or the eesd preset's")
     run.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
     run.add_argument("--top-k", type=int, default=0, help="0 = off")
     run.add_argument("--top-p", type=float, default=1.0, help="1 = off")
@@ -102,8 +103,8 @@ def _add_trainers(trainers) -> None:
     ee.add_argument("--mode", choices=["hybrid", "greedy", "sample"], default="hybrid",
                     help="how the target answers the bank (hybrid: greedy for some prompts, sampled for others)")
     ee.add_argument("--lr", type=float, default=1e-3)
-    ee.add_argument("--batch", type=int, default=8, help="windows per step")
-    ee.add_argument("--window", type=int, default=256, help="tokens per packed window")
+    ee.add_argument("--batch", type=int, default=2, help="windows per step")
+    ee.add_argument("--window", type=int, default=512, help="tokens per packed window")
     ee.add_argument("--max-new-tokens", type=int, default=256, help="length cap of the target's answers")
     ee.add_argument("--prompts", help="a prompt bank JSON file like assets/train_prompts.json (default: that file)")
     ee.add_argument("--device", help="cpu | cuda (default: cuda when present)")
@@ -241,5 +242,8 @@ def summary_line(trace) -> str:
              f"{s.tokens_per_target_forward or 0:.2f} tok/target-forward"]
     if s.acceptance_rate is not None:
         parts.append(f"acceptance {s.acceptance_rate:.0%}")
+    if s.hm is not None:
+        parts.append(f"r_d {s.r_d:.0%} · HM {s.hm:.0%}")
     parts.append(f"stop: {s.stop_reason}")
-    return " · ".join(parts)
+    line = " · ".join(parts)
+    return f"{line}\ndraft: {trace.draft_about}" if trace.draft_about and trace.draft_about != trace.draft else line

@@ -59,3 +59,16 @@ def test_cali_without_a_predictor_uses_its_prior_and_makes_by_name():
     ts.keep_drafting(0, None)
     assert ts.steps["theta_model"] == [0.5]
     assert make_controller("beta-ts", 6).kind == "beta-ts"
+
+
+def test_eq14_summary_is_finite_when_nothing_is_accepted():
+    from explorer.api import summarize
+    from explorer.engine.trace import RoundTrace, Timing
+
+    rounds = tuple(RoundTrace(index=i, context_len=3 + i, drafted=(5, 6), q_drafted=(0.5, 0.5), p_drafted=(0.1, 0.1),
+                              n_accepted=0, emitted=(7,), emitted_kind=("corrected",), p_emitted=(0.9,), event="rejected",
+                              timing=Timing(0.02, 0.1, 0.0), draft_forwards=2) for i in range(3))
+    s = summarize(rounds, 0.0, "max_new_tokens")
+    assert s.v_d == 0 and s.r_d == 0 and s.hm == 0
+    c = s.c_measured  # 0.02 s for 2 draft forwards over 0.1 s per target forward
+    assert c == pytest.approx(0.1) and s.eq14_speedup == pytest.approx(1 / (1 + c * 6 / 3))

@@ -218,11 +218,22 @@ class Handlers:
         baseline = BASELINES.get(trace) if trace is not None else None
         return {self.page.theory: viz.theory_figure(alpha, c, c_hat, trace, baseline)}
 
-    def method_changed(self, method):
-        """The banner describes the chosen method; ``ar`` has no drafter."""
+    def method_changed(self, method, model="default"):
+        """The banner describes the chosen method; ``ar`` has no drafter; ``eesd`` fills in its preset
+        (trained exit, Thompson-sampling controller, γ cap) so the page shows what the method runs."""
         p = self.page
-        return {p.banner: viz.method_banner(method, explorer.METHODS.get(method)),
-                p.draft: gr.Dropdown(interactive=method != "ar"), p.bild_box: gr.Accordion(visible=method == "bild")}
+        updates = {p.banner: viz.method_banner(method, explorer.METHODS.get(method)),
+                   p.draft: gr.Dropdown(interactive=method != "ar"), p.bild_box: gr.Accordion(visible=method == "bild")}
+        if method == "eesd":
+            try:
+                preset = explorer.eesd_preset((model or "default").strip())
+            except explorer.ExplorerError as err:
+                return {**updates, p.status: f"⚠️ {err}"}
+            updates.update({p.draft: gr.Dropdown(value=preset["draft"], interactive=True),
+                            p.controller: preset["controller"], p.gamma: preset["gamma"],
+                            p.status: f"EESD preset: {preset['draft']}, {preset['controller']}, γ cap {preset['gamma']}. "
+                                      f"{preset.get('why', '')}"})
+        return updates
 
     def upload(self, data, alpha, c, c_hat, request: gr.Request):
         """Replay an uploaded trace; a bad file leaves the session's current trace as it was."""

@@ -205,6 +205,7 @@ def _wire(p: Page, h: Handlers) -> None:
     for slider in theory_inputs:
         slider.release(h.theory, inputs=[*theory_inputs, p.trace_state], outputs=[p.theory],
                        trigger_mode="always_last", **quiet)
-    p.method.change(h.method_changed, inputs=[p.method], outputs=[p.banner, p.draft, p.bild_box], **quiet)
+    p.method.change(h.method_changed, inputs=[p.method, p.model],
+                    outputs=[p.banner, p.draft, p.bild_box, p.controller, p.gamma, p.status], **quiet)
     p.upload.upload(h.upload, inputs=[p.upload, *theory_inputs], outputs=p.everything(), **quiet)
     gr.api(h.api_decode, api_name="decode", concurrency_limit=DECODE_CONCURRENCY, concurrency_id="decode")
