@@ -47,6 +47,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--rollback-threshold", type=float, default=5.0,
                      help="bild: α_RB in nats, roll back above this −log p_L (inf: never)")
     run.add_argument("--max-small-steps", type=int, default=10, help="bild: cap on a small-model turn")
+    run.add_argument("--bita-tree", default="efficient", choices=["efficient", "full", "straightforward"],
+                     help="bita: the draft tree (efficient: Figure 5; full: every top-k expanded; straightforward: Figure 4)")
+    run.add_argument("--bita-masks", type=int, help="bita: M mask tokens (default: all the trained ones)")
+    run.add_argument("--bita-top-k", type=int, default=3, help="bita: candidates per mask position")
+    run.add_argument("--bita-tokens", help="bita: auto (shipped for the model, else untrained) | untrained | PATH")
 
     from .bench import DEFAULT_SYSTEMS
 
@@ -111,6 +116,27 @@ def _add_trainers(trainers) -> None:
     ee.add_argument("--out", default=str(ARTIFACT_DIR), help=f"artifact folder (default {ARTIFACT_DIR})")
     ee.set_defaults(handler=_train_early_exit)
 
+    from .bita_tokens import ARTIFACT_DIR as BITA_DIR
+
+    bita = trainers.add_parser(
+        "bita", help="BiTA prompt and mask tokens on the frozen target (section 3.1)",
+        description="Bi-directional tuning (BiTA 3.1): learns deep prompt tokens and mask tokens on the frozen "
+                    "target from its own greedy answers to the prompt bank (assets/train_prompts.json), with the "
+                    "SAR loss of eq. 1 at random split points. Seeded; resumes from its checkpoint.")
+    bita.add_argument("--model", default="default", help="the target: default | hf:ORG/NAME | tiny-random[:SEED[:LAYERS]]")
+    bita.add_argument("--prompt-tokens", type=int, default=16, help="P deep prompt tokens (0: mask tokens only)")
+    bita.add_argument("--masks", type=int, default=3, help="M mask tokens")
+    bita.add_argument("--steps", type=int, default=300, help="optimizer steps (AdamW)")
+    bita.add_argument("--batch", type=int, default=4, help="answers per step")
+    bita.add_argument("--groups", type=int, default=16, help="split points (mask groups) per answer and step")
+    bita.add_argument("--lr", type=float, default=1e-2)
+    bita.add_argument("--seed", type=int, default=0)
+    bita.add_argument("--max-new-tokens", type=int, default=256, help="length cap of the target's answers")
+    bita.add_argument("--prompts", help="a prompt bank JSON file like assets/train_prompts.json (default: that file)")
+    bita.add_argument("--device", help="cpu | cuda (default: cuda when present)")
+    bita.add_argument("--out", help=f"artifact file (default {BITA_DIR}/<model fingerprint>.safetensors)")
+    bita.set_defaults(handler=_train_bita)
+
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
@@ -142,7 +168,8 @@ def _run(args) -> int:
         controller=args.controller, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
         max_new_tokens=args.max_new_tokens, seed=args.seed, chat=not args.raw, device=args.device, dtype=args.dtype,
         fallback_threshold=args.fallback_threshold, rollback_threshold=args.rollback_threshold,
-        max_small_steps=args.max_small_steps,
+        max_small_steps=args.max_small_steps, bita_tree=args.bita_tree, bita_masks=args.bita_masks,
+        bita_top_k=args.bita_top_k, bita_tokens=args.bita_tokens,
     )
     if args.out == "-":
         print(trace.to_json())
@@ -231,6 +258,32 @@ def _train_early_exit(args, argv: list[str]) -> int:
         print(f"N={config.n_layers}: held-out agreement {result.heldout_agreement:.1%} "
               f"(untrained {result.untrained_agreement:.1%}, {result.heldout_tokens} tokens) · "
               f"{config.steps} steps in {result.train_seconds:.0f} s · {path}")
+    return 0
+
+
+def _train_bita(args, argv: list[str]) -> int:
+    import shlex
+    from pathlib import Path
+
+    from .bita_tokens import ARTIFACT_DIR as BITA_DIR
+    from .exits import fingerprint
+    from .models import load
+    from .train.bita import BitaTrainConfig, train_bita, write_artifact
+    from .train.data import load_prompt_bank
+
+    config = BitaTrainConfig(prompt_tokens=args.prompt_tokens, mask_tokens=args.masks, steps=args.steps,
+                             batch=args.batch, groups=args.groups, lr=args.lr, seed=args.seed,
+                             max_new_tokens=args.max_new_tokens)
+    target = load(args.model, device=args.device)
+    prompts = load_prompt_bank(path=Path(args.prompts)) if args.prompts else None
+    result = train_bita(target, config, prompts)
+    path = Path(args.out) if args.out else BITA_DIR / f"{fingerprint(target.model)}.safetensors"
+    path = write_artifact(target, config, result, path, "python -m explorer " + shlex.join(argv))
+    trained, untrained = result.heldout["trained"], result.heldout["untrained"]
+    print(f"held-out top-1 per mask {trained['top1']} (untrained {untrained['top1']}) · efficient-tree tokens per "
+          f"forward {trained['tokens_per_forward']['efficient']:.2f} (untrained "
+          f"{untrained['tokens_per_forward']['efficient']:.2f}) · {config.steps} steps in {result.train_seconds:.0f} s "
+          f"· {path}")
     return 0
 
 
