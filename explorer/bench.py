@@ -60,9 +60,13 @@ def parse_system(name: str, gamma: int, controller: str) -> System:
         return System(name, "speculative", draft, own_controller or controller, gamma)
     if kind == "hf-assisted" and draft.split(":")[0] in ("prompt-lookup", "early-exit") and not own_controller:
         return System(name, "hf-assisted", draft, "hf-constant", gamma)
+    if kind == "bita":  # bita[:tree[:k]], the shipped tokens: the tree kind and top-k ride in ``draft``
+        tree, _, k = (rest or "efficient").partition(":")
+        if tree in ("efficient", "full", "straightforward") and (not k or k.isdigit()) and not own_controller:
+            return System(name, "bita", f"{tree}:{k or 3}", None, 0)
     raise ExplorerError(
         f"unknown system {name!r}: use hf-generate, hf-assisted:prompt-lookup:n, hf-assisted:early-exit:N, "
-        "ar, eesd or speculative:<draft>[/controller]"
+        "ar, eesd, speculative:<draft>[/controller] or bita[:efficient|full|straightforward[:k]]"
     )
 
 
@@ -102,10 +106,14 @@ def _run(model, systems, repeats, max_new_tokens, temperature, gamma, controller
     def once(system: System, prompt_ids: list[int], n: int):
         if system.method.startswith("hf-"):
             return _hf_generate(target, prompt_ids, n, temperature, **assistants.get(system.name, {}))
+        bita = {}
+        if system.method == "bita":
+            tree, _, k = system.draft.partition(":")
+            bita = {"bita_tree": tree, "bita_top_k": int(k)}
         start = time.perf_counter()
         trace = decode(target, prompt_ids=prompt_ids, method=system.method, draft=system.draft,
                        gamma=system.gamma or None, controller=system.controller,
-                       temperature=temperature, max_new_tokens=n, seed=0)
+                       temperature=temperature, max_new_tokens=n, seed=0, **bita)
         return list(trace.output_ids), time.perf_counter() - start, trace
 
     for system in chosen:  # warm-up: first calls pay for allocations and lazy initialisation

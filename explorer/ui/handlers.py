@@ -51,7 +51,8 @@ class Handlers:
     # -- run and stop -------------------------------------------------------------------------------
 
     def run(self, prompt, model, method, draft, gamma, controller, temperature, top_k, top_p, max_new_tokens,
-            seed, fallback, rollback, no_rollback, small_steps, alpha, c, c_hat, request: gr.Request):
+            seed, fallback, rollback, no_rollback, small_steps, alpha, c, c_hat, bita_tree, bita_masks, bita_top_k,
+            request: gr.Request):
         """Decode, streaming rounds to the page; then measure the autoregressive baseline once."""
         p = self.page
         session = session_id(request)
@@ -60,6 +61,8 @@ class Handlers:
             options = decode_options(method, draft, gamma, controller, temperature, top_k, top_p, max_new_tokens, seed)
             if options["method"] == "bild":
                 options |= bild_options(fallback, rollback, no_rollback, small_steps)
+            if options["method"] == "bita":
+                options |= bita_options(bita_tree, bita_masks, bita_top_k)
             yield {p.status: f"⏳ Loading `{model}` and encoding the prompt…"}
             with LOAD_LOCK:
                 decoding = explorer.stream(model, prompt, **options)
@@ -223,7 +226,8 @@ class Handlers:
         (trained exit, Thompson-sampling controller, γ cap) so the page shows what the method runs."""
         p = self.page
         updates = {p.banner: viz.method_banner(method, explorer.METHODS.get(method)),
-                   p.draft: gr.Dropdown(interactive=method != "ar"), p.bild_box: gr.Accordion(visible=method == "bild")}
+                   p.draft: gr.Dropdown(interactive=method not in ("ar", "bita")),
+                   p.bild_box: gr.Accordion(visible=method == "bild"), p.bita_box: gr.Accordion(visible=method == "bita")}
         if method == "eesd":
             try:
                 preset = explorer.eesd_preset((model or "default").strip())
@@ -292,6 +296,12 @@ def bild_options(fallback, rollback, no_rollback, small_steps) -> dict:
     return {"fallback_threshold": number("α_FB", fallback),
             "rollback_threshold": None if no_rollback else number("α_RB", rollback),
             "max_small_steps": whole("max small steps", small_steps)}
+
+
+def bita_options(tree, masks, top_k) -> dict:
+    """BiTA's tree kind, mask count M and top-k from the page."""
+    return {"bita_tree": (tree or "efficient").strip(), "bita_masks": whole("mask tokens", masks),
+            "bita_top_k": whole("top-k candidates", top_k)}
 
 
 def whole(name: str, value) -> int:

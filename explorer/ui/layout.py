@@ -78,6 +78,10 @@ class Page:
     trace_state: gr.State
     playing: gr.State
     view_slots: list[ViewSlot]
+    bita_box: gr.Accordion
+    bita_tree: gr.Radio
+    bita_masks: gr.Slider
+    bita_top_k: gr.Slider
 
     def round_views(self) -> list:
         """Outputs redrawn when the selected round changes."""
@@ -138,6 +142,17 @@ def build_demo() -> gr.Blocks:
                         rollback = gr.Slider(0, 20, value=5, step=0.5, label="α_RB (nats): roll back above −log p_L",
                                              info="0 = the large model's own output", elem_id="rollback-threshold")
                         no_rollback = gr.Checkbox(False, label="never roll back (α_RB = ∞)", elem_id="no-rollback")
+                with gr.Accordion("BiTA: draft tree and mask tokens", open=True, visible=first.method == "bita",
+                                  elem_id="bita-settings") as bita_box:
+                    bita_tree = gr.Radio(["efficient", "full", "straightforward"], value="efficient", label="draft tree",
+                                         info="efficient: top-k per mask, only the top-1 expanded (Fig. 5) · full: "
+                                              "every candidate expanded · straightforward: a top-1 chain (Fig. 4)",
+                                         elem_id="bita-tree")
+                    with gr.Row():
+                        bita_masks = gr.Slider(1, 3, value=3, step=1, precision=0, label="M: mask tokens",
+                                               info="at most the trained tokens' count", elem_id="bita-masks")
+                        bita_top_k = gr.Slider(1, 5, value=3, step=1, precision=0, label="top-k candidates per mask",
+                                               elem_id="bita-top-k")
                 with examples_slot:
                     gr.Examples([[e.prompt, e.method, e.draft] for e in EXAMPLES], inputs=[prompt, method, draft],
                                 example_labels=[e.kind for e in EXAMPLES], label="Examples (prompt and a drafter that suits it)")
@@ -176,7 +191,8 @@ def build_demo() -> gr.Blocks:
         page = Page(prompt, model, method, draft, gamma, controller, temperature, top_k, top_p, max_new_tokens, seed,
                     bild_box, fallback, rollback, no_rollback, small_steps, run_btn, stop_btn, status, banner, tokens, round_slider, prev_btn, play_btn, next_btn, timer,
                     round_detail, latency, theory_alpha, theory_c, theory_c_hat, theory, download, upload,
-                    trace_state, playing, view_slots)
+                    trace_state, playing, view_slots, bita_box=bita_box, bita_tree=bita_tree, bita_masks=bita_masks,
+                    bita_top_k=bita_top_k)
         _wire(page, Handlers(page))
     return demo
 
@@ -189,7 +205,8 @@ def _wire(p: Page, h: Handlers) -> None:
     p.run_btn.click(
         h.run,
         inputs=[p.prompt, p.model, p.method, p.draft, p.gamma, p.controller, p.temperature, p.top_k, p.top_p,
-                p.max_new_tokens, p.seed, p.fallback, p.rollback, p.no_rollback, p.small_steps, *theory_inputs],
+                p.max_new_tokens, p.seed, p.fallback, p.rollback, p.no_rollback, p.small_steps, *theory_inputs,
+                p.bita_tree, p.bita_masks, p.bita_top_k],
         outputs=p.everything(), concurrency_limit=DECODE_CONCURRENCY, concurrency_id="decode",
         show_progress="minimal", show_progress_on=[p.status], api_visibility="private",
     )
@@ -206,6 +223,6 @@ def _wire(p: Page, h: Handlers) -> None:
         slider.release(h.theory, inputs=[*theory_inputs, p.trace_state], outputs=[p.theory],
                        trigger_mode="always_last", **quiet)
     p.method.change(h.method_changed, inputs=[p.method, p.model],
-                    outputs=[p.banner, p.draft, p.bild_box, p.controller, p.gamma, p.status], **quiet)
+                    outputs=[p.banner, p.draft, p.bild_box, p.controller, p.gamma, p.status, p.bita_box], **quiet)
     p.upload.upload(h.upload, inputs=[p.upload, *theory_inputs], outputs=p.everything(), **quiet)
     gr.api(h.api_decode, api_name="decode", concurrency_limit=DECODE_CONCURRENCY, concurrency_id="decode")
