@@ -289,8 +289,13 @@ BITA_CSS = f"""
 .bita-svg .be {{ fill: none; stroke: #cbd5e1; stroke-width: 1.2; }}
 .bita-svg .be-acc {{ stroke: {ACCEPTED_COLOUR}; stroke-width: 3; }}
 .bita-svg .be-tgt {{ stroke: {FATE_COLOURS['bonus']}; stroke-dasharray: 4 2; stroke-width: 2; }}
-.bita-table {{ border-collapse: collapse; font-family: ui-monospace, monospace; font-size: 10px; }}
-.bita-table td {{ width: 12px; min-width: 12px; height: 14px; border: 1px solid #fff; padding: 0; }}
+.bita-view table.bita-table {{ border-collapse: collapse !important; font-family: ui-monospace, monospace;
+  font-size: 10px !important; width: auto !important; margin: 0 !important; line-height: 1.1 !important; }}
+.bita-view table.bita-table td, .bita-view table.bita-table th {{ padding: 0 2px !important; border: 1px solid #fff !important;
+  line-height: 1.1 !important; font-size: 10px !important; background-clip: padding-box; }}
+.bita-view table.bita-table td {{ width: 12px !important; min-width: 12px !important; max-width: 12px !important;
+  height: 13px !important; padding: 0 !important; }}
+.bita-view table.bita-table th.grp {{ border-bottom: 2px solid !important; }}
 .bita-table td.on {{ background: #4ade80; }}
 .bita-table td.off {{ background: #e5e7eb; }}
 .bita-table td.dg {{ outline: 1px solid #166534; outline-offset: -2px; }}

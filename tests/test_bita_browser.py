@@ -1,0 +1,47 @@
+"""BiTA in a real browser: its settings appear with the method, and an uploaded BiTA trace shows the tree
+linked to the attention mask (hovering a node highlights its row). Screenshot in test-artifacts/."""
+
+from __future__ import annotations
+
+import pytest
+
+from test_browser import (ARTIFACTS, CHROMIUM, DATA, UPLOAD_INPUT, browser, page, set_number, url,  # noqa: F401
+                          wait_status)
+
+import explorer
+
+if not CHROMIUM.exists():
+    pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium)", allow_module_level=True)
+
+from playwright.sync_api import expect  # noqa: E402
+
+
+def test_bita_settings_follow_the_method(page):  # noqa: F811
+    expect(page.locator("#bita-settings")).to_be_hidden()
+    page.locator("#method input").click()
+    page.get_by_role("option", name="bita", exact=True).click()
+    expect(page.locator("#bita-settings")).to_be_visible()
+    expect(page.locator("#bita-tree")).to_contain_text("straightforward")
+    expect(page.locator("#method-banner")).to_contain_text("BiTA")
+
+
+def test_uploaded_bita_trace_links_tree_nodes_to_mask_rows(page):  # noqa: F811
+    trace = explorer.load_trace((DATA / "trace_bita.json").read_text())
+    page.set_input_files(UPLOAD_INPUT, str(DATA / "trace_bita.json"))
+    wait_status(page, "Replaying an uploaded trace", timeout=30_000)
+    view = page.locator("#view-bita-tree")
+    expect(view.locator(".bita-svg")).to_be_visible()
+    expect(page.locator("#view-bita-rounds .js-plotly-plot")).to_have_count(1)
+    last = [r for r in trace.rounds if r.tree["nodes"]][-1]
+    set_number(page, "round-slider", last.index + 1)
+    expect(view).to_contain_text(f"Round {last.index + 1} ")
+    assert view.locator("g.bn-acc").count() == len(last.tree["accepted_path"])
+    # hover the first candidate node: its row in the mask gets the highlight
+    node = next(i for i, p in enumerate(last.tree["positions"]) if p["kind"] == "node")
+    row_cell = view.locator(f"tr.hr-{node} > th")
+    before = row_cell.evaluate("el => getComputedStyle(el).boxShadow")
+    view.locator(f"g.tn-{node}").hover()
+    after = row_cell.evaluate("el => getComputedStyle(el).boxShadow")
+    assert after != before and "inset" in after
+    ARTIFACTS.mkdir(exist_ok=True)
+    view.screenshot(path=str(ARTIFACTS / "browser-bita-tree.png"))
