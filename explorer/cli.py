@@ -113,6 +113,8 @@ def _add_trainers(trainers) -> None:
     ee.add_argument("--max-new-tokens", type=int, default=256, help="length cap of the target's answers")
     ee.add_argument("--prompts", help="a prompt bank JSON file like assets/train_prompts.json (default: that file)")
     ee.add_argument("--device", help="cpu | cuda (default: cuda when present)")
+    ee.add_argument("--dtype", default="float32", help="the target's dtype while training (default float32: "
+                                                      "what decoding on the CPU runs)")
     ee.add_argument("--out", default=str(ARTIFACT_DIR), help=f"artifact folder (default {ARTIFACT_DIR})")
     ee.set_defaults(handler=_train_early_exit)
 
@@ -134,6 +136,7 @@ def _add_trainers(trainers) -> None:
     bita.add_argument("--max-new-tokens", type=int, default=256, help="length cap of the target's answers")
     bita.add_argument("--prompts", help="a prompt bank JSON file like assets/train_prompts.json (default: that file)")
     bita.add_argument("--device", help="cpu | cuda (default: cuda when present)")
+    bita.add_argument("--dtype", default="float32", help="the target's dtype while training (default float32)")
     bita.add_argument("--out", help=f"artifact file (default {BITA_DIR}/<model fingerprint>.safetensors)")
     bita.set_defaults(handler=_train_bita)
 
@@ -249,7 +252,7 @@ def _train_early_exit(args, argv: list[str]) -> int:
     configs = [TrainConfig(n, tokens=args.tokens, steps=args.steps, seed=args.seed, vocab=args.vocab or None,
                            loss=args.loss, mode=args.mode, lr=args.lr, batch=args.batch, window=args.window,
                            max_new_tokens=args.max_new_tokens) for n in layers]
-    target = load(args.model, device=args.device)
+    target = load(args.model, device=args.device, dtype=args.dtype)
     prompts = load_prompt_bank(path=Path(args.prompts)) if args.prompts else None
     command = "python -m explorer " + shlex.join(argv)
     for config in configs:
@@ -274,7 +277,7 @@ def _train_bita(args, argv: list[str]) -> int:
     config = BitaTrainConfig(prompt_tokens=args.prompt_tokens, mask_tokens=args.masks, steps=args.steps,
                              batch=args.batch, groups=args.groups, lr=args.lr, seed=args.seed,
                              max_new_tokens=args.max_new_tokens)
-    target = load(args.model, device=args.device)
+    target = load(args.model, device=args.device, dtype=args.dtype)
     prompts = load_prompt_bank(path=Path(args.prompts)) if args.prompts else None
     result = train_bita(target, config, prompts)
     path = Path(args.out) if args.out else BITA_DIR / f"{fingerprint(target.model)}.safetensors"

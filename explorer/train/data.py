@@ -55,10 +55,16 @@ def load_prompt_bank(split: str | None = None, path: Path | None = None) -> list
     path = Path(path or PROMPT_BANK)
     try:
         entries = json.loads(path.read_text(encoding="utf-8"))["prompts"]
-    except (OSError, ValueError, KeyError) as err:
-        raise ExplorerError(f"cannot read the prompt bank {path}: {err}") from None
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise ExplorerError(f"cannot read the prompt bank {path}: {err!r:.120} "
+                            '(expected {"prompts": [{"id", "prompt", "split"}, ...]})') from None
+    if not isinstance(entries, list):
+        raise ExplorerError(f"{path.name}: 'prompts' must be a list")
     if split not in (None, "train", "heldout"):
         raise ExplorerError(f"unknown split {split!r}: use 'train', 'heldout' or None (both)")
+    for e in entries:
+        if not isinstance(e, dict) or not {"id", "prompt", "split"} <= e.keys() or e["split"] not in ("train", "heldout"):
+            raise ExplorerError(f"{path.name}: each prompt needs an id, a prompt and a split (train | heldout): {e!r:.80}")
     return [e for e in entries if split is None or e["split"] == split]
 
 

@@ -1,0 +1,217 @@
+"""The EESD exit-layer trainer (explorer.train): tiny models for the mechanics, the default model for the
+shipped artifacts."""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+import explorer
+from explorer import exits
+from explorer.cli import main
+from explorer.errors import ExplorerError
+from explorer.train import data, early_exit, features
+from explorer.train.data import Sample, load_prompt_bank, self_generated
+from explorer.train.early_exit import TrainConfig, agreement, train_early_exit, write_artifact
+
+WORDS = "the cat sat on a mat and then ran to the big red barn where a dog slept all day long".split()
+# 24 letters-only prompts (the tiny models' tokenizer knows 32 characters), 4 of them held out
+TINY_BANK = [{"id": f"p{i:02d}", "category": "tiny", "prompt": " ".join(WORDS[i % 9: i % 9 + 3 + i % 4]),
+              "split": "heldout" if i % 6 == 0 else "train"} for i in range(24)]
+TINY = TrainConfig(n_layers=2, tokens=600, steps=30, vocab=20, window=48, batch=4, top_k=8, max_new_tokens=24,
+                   gen_batch_size=8)
+
+
+@pytest.fixture()
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("EXPLORER_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return explorer.load("tiny-random:0:4")
+
+
+def _quiet(*_):
+    pass
+
+
+def test_prompt_bank_is_disjoint_from_the_benchmark_and_holds_out_every_category():
+    bank = load_prompt_bank()
+    bench = json.loads((Path(exits.__file__).parent.parent / "assets" / "prompts.json").read_text())["prompts"]
+    assert len(bank) >= 200 and len({p["id"] for p in bank}) == len(bank)
+    assert not {p["prompt"] for p in bank} & {p["text"] for p in bench}
+    heldout = load_prompt_bank("heldout")
+    assert 0.05 <= len(heldout) / len(bank) <= 0.15
+    assert {p["category"] for p in heldout} == {p["category"] for p in bank}
+
+
+def test_self_generated_is_cached_per_settings_and_deterministic(tiny, cache, monkeypatch):
+    prompts = TINY_BANK[:6]
+    first = self_generated(tiny, prompts, "hybrid", max_new_tokens=12, batch_size=4, progress=_quiet)
+    assert {s.mode for s in first} == {"greedy", "sample"}  # hybrid mixes both
+    assert [s.prompt_id for s in first] == [p["id"] for p in prompts]
+    assert all(len(s.answer_ids) == 12 and s.prompt_ids == tuple(tiny.encode(p["prompt"]))
+               for s, p in zip(first, prompts))
+    monkeypatch.setattr(data, "_generate", lambda *a, **k: pytest.fail("generated again instead of reading the cache"))
+    assert self_generated(tiny, prompts, "hybrid", max_new_tokens=12, batch_size=4, progress=_quiet) == first
+    monkeypatch.undo()
+    monkeypatch.setenv("EXPLORER_CACHE", str(cache.parent / "other"))
+    again = self_generated(tiny, prompts, "hybrid", max_new_tokens=12, batch_size=4, progress=_quiet)
+    assert again == first  # same seed, fresh cache: same answers
+    other_seed = self_generated(tiny, prompts, "sample", max_new_tokens=12, batch_size=4, seed=1, progress=_quiet)
+    assert [s.answer_ids for s in other_seed] != [s.answer_ids for s in first]
+
+
+def test_answers_stop_at_eos_and_padding_is_stripped():
+    class Target:  # only what _generate touches
+        eos_token_ids = frozenset({5})
+        device = torch.device("cpu")
+
+        class model:
+            @staticmethod
+            def generate(input_ids, **_):
+                new = torch.tensor([[7, 5, 5, 5], [8, 9, 10, 11]])  # row 0 stops at EOS, then padding
+                return torch.cat([input_ids, new], dim=1)
+
+    answers = data._generate(Target, [(1, 2, 3), (4,)], "greedy", 4, 0, 0.8, 0.95)
+    assert answers == [(7, 5), (8, 9, 10, 11)]
+
+
+def test_packing_keeps_samples_whole_and_apart():
+    samples = [Sample((1, 2), (3, 4, 5), "a", "train", "greedy"), Sample((6,), (7, 8), "b", "train", "greedy"),
+               Sample((9, 9), (1,), "c", "train", "greedy")]
+    w = features.pack(samples, window=6)
+    assert w.ids.shape == (2, 6) and w.answer_tokens == 3 + 2 + 1
+    assert w.ids[0].tolist() == [1, 2, 3, 4, 5, 0] and w.segment[0].tolist() == [0, 0, 0, 0, 0, -1]
+    mask = features.attention_mask(w.segment, torch.float32)[:, 0]  # (B, W, W)
+    assert (mask[1][w.segment[1][:, None] != w.segment[1][None, :]] < 0).all()  # no attention across samples
+    assert w.position[1].tolist() == [0, 1, 2, 0, 1, 2]  # positions restart at each sample
+    assert w.loss[1].tolist() == [True, True, False, False, True, False]  # from the prompt's last token
+    assert not torch.isinf(torch.softmax(mask, -1)).any() and not torch.isnan(torch.softmax(mask, -1)).any()
+
+
+def test_trainer_lowers_the_loss_beats_untrained_and_writes_an_artifact(tiny, cache, tmp_path):
+    result = train_early_exit(tiny, TINY, TINY_BANK, progress=_quiet)
+    first, last = sum(result.losses[:5]) / 5, sum(result.losses[-5:]) / 5
+    assert last < 0.9 * first
+    assert result.heldout_agreement > result.untrained_agreement
+    assert result.head.vocab.numel() == 20 and result.data_tokens >= 500
+
+    path = write_artifact(tiny, TINY, result, tmp_path / "out", "python -m explorer train early-exit ...")
+    assert exits.find_exit(tiny.model, 2, tmp_path / "out") == path
+    loaded = exits.load_exit(tiny.model, path)
+    manifest = loaded.manifest
+    assert manifest["heldout_agreement"] == round(result.heldout_agreement, 4)
+    assert manifest["vocab_size"] == 20 and manifest["steps"] == 30 and manifest["model"] == "tiny-random:0:4"
+    assert torch.equal(loaded.vocab, result.head.vocab)
+    for name, value in result.head.layer.state_dict().items():
+        assert torch.allclose(loaded.layer.state_dict()[name], value.half().float(), atol=0, rtol=0)
+    # the loaded (fp16-rounded) exit agrees as well as the trained one on the same features
+    windows, feats = _heldout_features(tiny, TINY_BANK, TINY)
+    assert abs(agreement(tiny, loaded, windows, feats) - result.heldout_agreement) <= 0.02
+
+    with pytest.raises(ExplorerError, match="trained for another model"):
+        exits.load_exit(explorer.load("tiny-random:1:4").model, path)
+
+
+def test_training_is_deterministic_resumes_and_reuses_the_data_cache(tiny, cache, monkeypatch):
+    whole = train_early_exit(tiny, TINY, TINY_BANK, progress=_quiet)
+
+    def no_work(*_, **__):
+        pytest.fail("recomputed cached data")
+
+    monkeypatch.setattr(data, "_generate", no_work)
+    monkeypatch.setattr(features, "frozen_pass", no_work)
+    for run in (cache / "early-exit-runs").iterdir():
+        run.unlink()
+    monkeypatch.setattr(early_exit, "CHECKPOINT_EVERY", 10)
+
+    def interrupt(done, total, line):
+        if "step 20/" in line:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        train_early_exit(tiny, TINY, TINY_BANK, progress=interrupt)
+    resumed = train_early_exit(tiny, TINY, TINY_BANK, progress=_quiet)
+    assert resumed.losses == whole.losses
+    for name, value in whole.head.layer.state_dict().items():
+        assert torch.equal(resumed.head.layer.state_dict()[name], value)
+
+
+def test_another_seed_or_loss_trains_differently(tiny, cache):
+    base = train_early_exit(tiny, TrainConfig(**{**TINY.__dict__, "steps": 10}), TINY_BANK, progress=_quiet)
+    seeded = train_early_exit(tiny, TrainConfig(**{**TINY.__dict__, "steps": 10, "seed": 1}), TINY_BANK,
+                              progress=_quiet)
+    ce = train_early_exit(tiny, TrainConfig(**{**TINY.__dict__, "steps": 10, "loss": "ce", "vocab": None}),
+                          TINY_BANK, progress=_quiet)
+    assert seeded.losses != base.losses and ce.losses != base.losses and ce.head.vocab is None
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"loss": "mse"}, "unknown loss"), ({"vocab": 1}, "--vocab"), ({"steps": 0}, "at least 1"),
+    ({"mode": "beam"}, "unknown mode"),
+])
+def test_bad_settings_are_refused(changes, message):
+    with pytest.raises(ExplorerError, match=message):
+        TrainConfig(**{**TINY.__dict__, **changes})
+
+
+def test_cli_trains_and_reports(tiny, cache, tmp_path, capsys):
+    bank = tmp_path / "bank.json"
+    bank.write_text(json.dumps({"prompts": TINY_BANK}))
+    out = tmp_path / "exits"
+    argv = ["train", "early-exit", "--model", "tiny-random:0:4", "--layers", "1", "--layers", "2",
+            "--tokens", "600", "--steps", "5", "--vocab", "20", "--window", "48", "--batch", "4",
+            "--max-new-tokens", "24", "--prompts", str(bank), "--out", str(out)]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "N=1: held-out agreement" in printed and "N=2: held-out agreement" in printed
+    manifest = json.loads(next(out.glob("*-n2.json")).read_text())
+    assert manifest["command"].startswith("python -m explorer train early-exit --model tiny-random:0:4")
+    assert main(argv[:4] + ["--layers", "9"]) == 2
+    assert "1 <= N < 4" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stop:
+        main(["train", "early-exit", "--layers", "2", "--loss", "mse"])
+    assert stop.value.code == 2
+
+
+def _heldout_features(target, bank, config):
+    heldout = [p for p in bank if p["split"] == "heldout"]
+    samples = self_generated(target, heldout, "greedy", config.max_new_tokens, config.data_seed,
+                             config.gen_batch_size, progress=_quiet)
+    windows = features.pack(samples, config.window)
+    hidden, top_ids, top_logp = features.frozen_pass(target, windows, (config.n_layers,), 1)
+    return windows, features.Features(hidden, top_ids, top_logp)
+
+
+# ---------------------------------------------------------------------------------------------------
+# The shipped artifacts on the default model
+
+HELDOUT_FILE = Path(__file__).parent / "data" / "heldout_answers.json"
+
+
+def _shipped(model):
+    found = [exits.find_exit(model, n) for n in range(1, 30)]
+    return [p for p in found if p is not None]
+
+
+def test_shipped_exits_beat_the_untrained_exit_on_heldout_answers(default_model):
+    paths = _shipped(default_model.model)
+    assert paths, "no trained early-exit artifact ships for the default model in assets/early-exit/"
+    rows = json.loads(HELDOUT_FILE.read_text())["samples"]
+    samples = [Sample(tuple(r["prompt_ids"]), tuple(r["answer_ids"]), r["prompt_id"], "heldout", "greedy")
+               for r in rows]
+    assert {r["prompt_id"] for r in rows} <= {p["id"] for p in load_prompt_bank("heldout")}
+    heads = [exits.load_exit(default_model.model, p) for p in paths]
+    windows = features.pack(samples, 512, min(default_model.eos_token_ids))
+    hidden, top_ids, top_logp = features.frozen_pass(default_model, windows, tuple(h.n_layers for h in heads), 1)
+    feats = features.Features(hidden, top_ids, top_logp)
+    assert windows.answer_tokens >= 300
+    for head in heads:
+        trained = agreement(default_model, head, windows, feats)
+        untrained = agreement(default_model, exits.untrained_exit(default_model.model, head.n_layers), windows, feats)
+        assert trained >= untrained + 0.15, (head.path.name, trained, untrained)
+        assert abs(trained - head.manifest["heldout_agreement"]) < 0.15, (head.path.name, trained)
