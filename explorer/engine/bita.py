@@ -39,7 +39,7 @@ from typing import Iterator
 import torch
 
 from ..errors import ExplorerError
-from .forward import decoder_parts
+from .forward import decoder_parts, lm_head
 from .sampling import Rng, SamplingConfig, choose, distribution
 from .speculative import TOP_ALTERNATIVES, clock_for, top_pairs
 from .trace import RoundTrace, Timing
@@ -296,7 +296,7 @@ def bita_rounds(target, tokens, cfg: BitaConfig, sampling: SamplingConfig, promp
     if tokens.n_masks < cfg.masks:
         raise ExplorerError(f"the BiTA tokens have {tokens.n_masks} mask tokens; {cfg.masks} were asked for")
     model = target.model
-    head = model.get_output_embeddings()
+    head = lm_head(model)
     clock = clock_for(target.device)
     eos = target.eos_token_ids
     masks = tokens.masks[: cfg.masks]

@@ -26,7 +26,7 @@ from transformers import DynamicCache
 
 from ..exits import ExitHead
 from .cache import common_prefix
-from .forward import decoder_parts
+from .forward import decoder_parts, lm_head
 
 
 def causal_mask(past: int, new: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor | None:
@@ -58,6 +58,7 @@ class SelfSpeculation:
         self.total = len(self.base.layers)
         self.device = device
         self.lm_head = model.get_output_embeddings()
+        self.logits_of = lm_head(model)  # the same head, in the fastest form for this device (engine.forward)
         # the draft's head rows: a copy of the scored rows, so a step multiplies (V', H) and not (V, H)
         self.draft_rows = None if head.vocab is None else self.lm_head.weight[head.vocab].detach().clone()
         self.vocab_size = self.lm_head.weight.shape[0]
@@ -65,6 +66,9 @@ class SelfSpeculation:
         self.exit_cache = DynamicCache()
         self.ids: list[int] = []
         self.hidden: torch.Tensor | None = None  # (1, len(ids), H): h_N per position
+        self.top: torch.Tensor | None = None  # (1, high_len, H): the target's final normed state per position
+        self.draft_state: torch.Tensor | None = None  # (H,): the exit's normed state of the latest draft step
+        self.draft_len = 0  # the length of the sequence that draft step read
         self.high_len = 0
         self.exit_len = 0
         self.draft_forwards = 0
@@ -81,8 +85,9 @@ class SelfSpeculation:
                 h = self._run([self.head.layer], h, self.exit_len, self.exit_cache)[:, -1:]
                 self.exit_len = len(sequence)
             x = self.head.norm(h)[0, -1]  # (H,)
+            self.draft_state, self.draft_len = x, len(sequence)
             if self.draft_rows is None:
-                logits = self.lm_head(x)
+                logits = self.logits_of(x)
             else:
                 logits = torch.full((self.vocab_size,), float("-inf"), dtype=x.dtype, device=x.device)
                 logits[self.head.vocab] = self.draft_rows @ x
@@ -98,9 +103,20 @@ class SelfSpeculation:
             self._crop_high(keep)
             h = self._run(self.base.layers[self.n:], self.hidden[:, keep:], keep, self.cache)
             self.high_len = len(sequence)
-            logits = self.lm_head(self.base.norm(h[:, -n_logits:]))[0]
+            top = self.base.norm(h)  # (1, T, H)
+            self.top = top if self.top is None or keep == 0 else torch.cat([self.top[:, :keep], top], dim=1)
+            logits = self.logits_of(top[:, -n_logits:])[0]
         self.target_forwards += 1
         return logits
+
+    def theta_states(self, step: int) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """(H_t^(T), H_{t+i}^(D)) of EESD eq. 5 for 0-based draft step ``step`` of the round: the target's
+        state at the position that produced the round's last committed token, and the latest draft state.
+        None before the target has run."""
+        if self.top is None or self.draft_state is None:
+            return None
+        position = min(self.draft_len - step - 2, self.top.shape[1] - 1)
+        return (self.top[0, max(position, 0)], self.draft_state) if position >= 0 else None
 
     # -- bookkeeping ------------------------------------------------------------------------------
 
@@ -132,6 +148,8 @@ class SelfSpeculation:
     def _crop_high(self, length: int) -> None:
         crop_layers(self.cache, range(self.n, self.total), length)
         self.high_len = length
+        if self.top is not None:
+            self.top = self.top[:, :length]
 
     def _run(self, layers, hidden: torch.Tensor, past: int, cache: DynamicCache) -> torch.Tensor:
         """Decoder layers over T new positions after ``past`` cached ones; (1, T, H) in and out."""
