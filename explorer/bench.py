@@ -76,7 +76,7 @@ def load_prompts(path: Path = PROMPTS_FILE) -> list[dict]:
 
 def run(model: str = "default", systems=DEFAULT_SYSTEMS, repeats: int = 3, max_new_tokens: int = 64,
         temperature: float = 0.0, gamma: int = 4, controller: str = "fixed", quick: bool = False,
-        prompts: list[dict] | None = None,
+        prompts: list[dict] | None = None, device: str | None = None, dtype: str | None = None,
         progress: Callable[[int, int, str], None] | None = None) -> dict:
     """Run the benchmark and return ``{"rows": [...], "meta": {...}}`` (rows as documented in the README).
 
@@ -84,11 +84,12 @@ def run(model: str = "default", systems=DEFAULT_SYSTEMS, repeats: int = 3, max_n
     progress = progress or print_progress
     with quiet_transformers():  # HF's generate warns about its own arguments on every call
         return _run(model, systems, repeats, max_new_tokens, temperature, gamma, controller, quick,
-                    prompts or load_prompts(), progress)
+                    prompts or load_prompts(), progress, device, dtype)
 
 
-def _run(model, systems, repeats, max_new_tokens, temperature, gamma, controller, quick, prompts, progress):
-    target = _load_cached(model, None, None)
+def _run(model, systems, repeats, max_new_tokens, temperature, gamma, controller, quick, prompts, progress,
+         device=None, dtype=None):
+    target = _load_cached(model, device, dtype)
     if quick:  # one prompt per category, short answers, two repeats
         seen, picked = set(), []
         for p in prompts:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 from transformers import DynamicCache
 
 from .engine.forward import decoder_parts
@@ -137,7 +138,7 @@ def load_tokens(model: torch.nn.Module, path: Path) -> BitaTokens:
     try:
         manifest = json.loads(path.with_suffix(".json").read_text())
         tensors = load_file(str(path))
-    except (OSError, ValueError) as err:
+    except (OSError, ValueError, KeyError, SafetensorError) as err:
         raise ExplorerError(f"cannot read the BiTA tokens {path.name}: {err}") from None
     if manifest.get("fingerprint") != fingerprint(model):
         raise ExplorerError(f"the BiTA tokens {path.name} were trained for another model "

@@ -64,6 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--temperature", type=float, default=0.0)
     bench.add_argument("--gamma", type=int, default=4)
     bench.add_argument("--controller", default="fixed", choices=list(CONTROLLERS))
+    bench.add_argument("--device", help="cpu | cuda (default: cuda when present)")
+    bench.add_argument("--dtype", help="float32 | bfloat16 | float16 (default: bf16 on CUDA, fp32 on CPU)")
     bench.add_argument("--quick", action="store_true", help="one prompt per category, 32 tokens, 2 repeats")
     bench.add_argument("--out", default="bench.json", help="JSON report (default bench.json)")
     bench.add_argument("--markdown", help="also write the markdown table to this file")
@@ -117,6 +119,25 @@ def _add_trainers(trainers) -> None:
                                                       "what decoding on the CPU runs)")
     ee.add_argument("--out", default=str(ARTIFACT_DIR), help=f"artifact folder (default {ARTIFACT_DIR})")
     ee.set_defaults(handler=_train_early_exit)
+
+    theta = trainers.add_parser(
+        "theta", help="cali-ts's θ_M predictor for a trained exit (EESD eq. 5)",
+        description="Fits calibrated TS's acceptance predictor θ_M (EESD eq. 5, diagonal W^i) for each shipped "
+                    "exit N on the target's greedy answers to the prompt bank, and measures it on the held-out "
+                    "prompts against a constant. Written beside the exit; cali-ts uses it automatically.")
+    theta.add_argument("--model", default="default", help="the target: default | hf:ORG/NAME | tiny-random[:SEED[:LAYERS]]")
+    theta.add_argument("--layers", type=int, action="append", required=True, metavar="N",
+                       help="the trained exit after N layers (repeatable)")
+    theta.add_argument("--samples", type=int, default=48, help="train prompts (every 4th of the bank's train split) "
+                                                              "answered afresh by sampling")
+    theta.add_argument("--steps", type=int, default=400, help="full-batch AdamW steps")
+    theta.add_argument("--seed", type=int, default=0)
+    theta.add_argument("--max-new-tokens", type=int, default=256, help="length cap of the target's answers")
+    theta.add_argument("--prompts", help="a prompt bank JSON file like assets/train_prompts.json (default: that file)")
+    theta.add_argument("--device", help="cpu | cuda (default: cuda when present)")
+    theta.add_argument("--dtype", default="float32", help="the target's dtype (default float32)")
+    theta.add_argument("--exits", help=f"where the exits are, and where θ_M is written (default {ARTIFACT_DIR})")
+    theta.set_defaults(handler=_train_theta)
 
     from .bita_tokens import ARTIFACT_DIR as BITA_DIR
 
@@ -195,7 +216,7 @@ def _bench(args) -> int:
         raise ExplorerError("--repeats and --max-new-tokens must be at least 1")
     report = bench.run(args.model, tuple(args.systems or bench.DEFAULT_SYSTEMS), repeats=args.repeats,
                        max_new_tokens=args.max_new_tokens, temperature=args.temperature, gamma=args.gamma,
-                       controller=args.controller, quick=args.quick)
+                       controller=args.controller, quick=args.quick, device=args.device, dtype=args.dtype)
     table = bench.markdown(report)
     try:
         with open(args.out, "w", encoding="utf-8") as fh:
@@ -261,6 +282,32 @@ def _train_early_exit(args, argv: list[str]) -> int:
         print(f"N={config.n_layers}: held-out agreement {result.heldout_agreement:.1%} "
               f"(untrained {result.untrained_agreement:.1%}, {result.heldout_tokens} tokens) · "
               f"{config.steps} steps in {result.train_seconds:.0f} s · {path}")
+    return 0
+
+
+def _train_theta(args, argv: list[str]) -> int:
+    import shlex
+    from pathlib import Path
+
+    from .exits import ARTIFACT_DIR, find_exit, load_exit, untrained_exit
+    from .models import load
+    from .train.data import load_prompt_bank
+    from .train.theta import train_theta
+
+    target = load(args.model, device=args.device, dtype=args.dtype)
+    folder = Path(args.exits) if args.exits else ARTIFACT_DIR
+    heads = []
+    for n in dict.fromkeys(args.layers):
+        path = find_exit(target.model, n, folder)
+        heads.append(load_exit(target.model, path) if path is not None else untrained_exit(target.model, n))
+    prompts = load_prompt_bank(path=Path(args.prompts)) if args.prompts else load_prompt_bank()
+    results = train_theta(target, heads, prompts, samples=args.samples, steps=args.steps, seed=args.seed,
+                          max_new_tokens=args.max_new_tokens, out=folder,
+                          command="python -m explorer " + shlex.join(argv))
+    for n, (path, manifest) in results.items():
+        h = manifest["heldout"]
+        print(f"N={n}: θ_M held-out log-loss {h['log_loss']} (constant {h['log_loss_constant']}) · Brier {h['brier']} "
+              f"(constant {h['brier_constant']}) · AUC {h['auc']} on {h['examples']} draft steps · {path}")
     return 0
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 
 from .errors import ExplorerError
 from .engine.forward import decoder_parts
@@ -95,7 +96,7 @@ def load_exit(model: torch.nn.Module, path: Path) -> ExitHead:
     try:
         manifest = json.loads(manifest_path.read_text())
         tensors = load_file(str(path))
-    except (OSError, ValueError) as err:
+    except (OSError, ValueError, SafetensorError) as err:
         raise ExplorerError(f"cannot read the exit layer {path.name}: {err}") from None
     if manifest.get("fingerprint") != fingerprint(model):
         raise ExplorerError(f"the exit layer {path.name} was trained for another model "

@@ -209,7 +209,8 @@ class CaliTS(BetaTS):
         self.steps: dict[str, list[float]] = {"theta_model": [], "mu": [], "sigma": []}
 
     def sample_theta(self, step: int, q_row: torch.Tensor | None) -> float:
-        theta_m = float(self.theta_model(step, q_row)) if self.theta_model is not None else self.theta_0
+        theta_m = self.theta_model(step, q_row) if self.theta_model is not None else None
+        theta_m = self.theta_0 if theta_m is None else float(theta_m)  # no predictor or no state yet: θ̂₀
         sm2, ss2 = self.sigma_m ** 2, self.sigma_s ** 2
         mu = ss2 / (self.n * sm2 + ss2) * theta_m + self.n * sm2 / (self.n * sm2 + ss2) * self.theta_hat
         sigma = math.sqrt(sm2 * ss2 / (ss2 + self.n * sm2))

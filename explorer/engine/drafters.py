@@ -143,7 +143,23 @@ def early_exit_drafter(spec: str, arg: str, target) -> ForwardDrafter:
     drafter = ForwardDrafter(spec, runner=DraftRunner(shared))
     drafter.verifier = SharedVerifier(shared)
     drafter.about = f"{spec}: first {n} layers + {head.describe()}"
+    predictor = _theta_predictor(target.model, head)
+    if predictor is not None:  # cali-ts's θ_M (EESD eq. 5) from the target's and the exit's states
+        def theta_model(step: int, q_row) -> float | None:
+            states = shared.theta_states(step)
+            return predictor(step + 1, *states) if states is not None else None
+
+        drafter.theta_model = theta_model
+        drafter.about += f" + θ_M predictor ({predictor.path.name})"
     return drafter
+
+
+def _theta_predictor(model, head):
+    """The trained θ_M predictor shipped beside a trained exit, if any."""
+    from ..theta_predictor import find_predictor, load_predictor
+
+    path = find_predictor(model, head.n_layers) if head.trained else None
+    return load_predictor(model, path) if path is not None else None
 
 
 def _model_drafter(draft, target, spec: str | None = None) -> ForwardDrafter:
