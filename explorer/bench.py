@@ -31,7 +31,7 @@ PROMPTS_FILE = Path(__file__).resolve().parent.parent / "assets" / "prompts.json
 DEFAULT_SYSTEMS = (
     "hf-generate", "hf-assisted:prompt-lookup:3", "hf-assisted:early-exit:4", "ar",
     "speculative:prompt-lookup:3", "speculative:prompt-lookup:3/cost-aware",
-    "speculative:early-exit:4", "speculative:early-exit:4/cost-aware",
+    "eesd", "speculative:early-exit:4/cost-aware", "bita",
 )
 
 
@@ -90,13 +90,13 @@ def run(model: str = "default", systems=DEFAULT_SYSTEMS, repeats: int = 3, max_n
 def _run(model, systems, repeats, max_new_tokens, temperature, gamma, controller, quick, prompts, progress,
          device=None, dtype=None):
     target = _load_cached(model, device, dtype)
-    if quick:  # one prompt per category, short answers, two repeats
+    if quick:  # one prompt per category, short answers, one repeat: a smoke run under 2 minutes
         seen, picked = set(), []
         for p in prompts:
             if p["category"] not in seen:
                 seen.add(p["category"])
                 picked.append(p)
-        prompts, max_new_tokens, repeats = picked, min(max_new_tokens, 32), min(repeats, 2)
+        prompts, max_new_tokens, repeats = picked, min(max_new_tokens, 24), 1
     chosen = [parse_system(s, gamma, controller) for s in systems]
     if not any(s.method == "ar" for s in chosen):
         chosen.insert(0, parse_system("ar", gamma, controller))  # every row is compared with our ar

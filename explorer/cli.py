@@ -66,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--controller", default="fixed", choices=list(CONTROLLERS))
     bench.add_argument("--device", help="cpu | cuda (default: cuda when present)")
     bench.add_argument("--dtype", help="float32 | bfloat16 | float16 (default: bf16 on CUDA, fp32 on CPU)")
-    bench.add_argument("--quick", action="store_true", help="one prompt per category, 32 tokens, 2 repeats")
+    bench.add_argument("--quick", action="store_true", help="one prompt per category, 24 tokens, 1 repeat (under 2 minutes)")
     bench.add_argument("--out", default="bench.json", help="JSON report (default bench.json)")
     bench.add_argument("--markdown", help="also write the markdown table to this file")
 

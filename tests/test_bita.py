@@ -183,6 +183,15 @@ def test_greedy_bita_equals_ar(ar_outputs, bita_runs, case):
     assert all(r.target_forwards == 1 for r in rounds)
 
 
+def test_shipped_tokens_accept_more_than_untrained(default_model, bita_runs):
+    """The shipped trained tokens emit more tokens per target forward than untrained ones, on both prompts
+    (the same runs the lossless test checks)."""
+    assert tokens_for(default_model.model, "auto", 3).trained
+    for prompt in range(len(PROMPTS)):
+        trained, untrained = bita_runs["efficient", 3, "auto", prompt], bita_runs["efficient", 3, "untrained", prompt]
+        assert len(trained) < len(untrained), (prompt, len(trained), len(untrained))  # rounds = target forwards
+
+
 def test_random_prompt_tokens_do_not_change_the_output(default_model, ar_outputs):
     """Large random prompt keys and values: the masks' drafts change, the target's tokens cannot."""
     tokens = init_tokens(default_model.model, 8, 3, seed=5)
