@@ -58,6 +58,7 @@ def set_number(page, elem_id: str, value) -> None:
     """Type into a slider's number box and press Enter (what fires its input event)."""
     box = page.locator(f"#{elem_id} input[type=number]")
     box.fill(str(value))
+    expect(box).to_have_value(str(value))  # a playing timer's tick can land between clear and type
     box.press("Enter")
 
 
@@ -117,6 +118,8 @@ def test_run_watch_and_step_through_rounds(page):
     page.click("#play-rounds")
     expect(page.locator("#tokens .tok-caption")).to_contain_text(f"Round {chosen.index + 1} of", timeout=10_000)
     page.click("#play-rounds")  # pause
+    expect(page.locator("#play-rounds")).to_contain_text("Play")  # the timer is off...
+    page.wait_for_timeout(1000)  # ...and a tick already in flight (0.8 s period) has landed
 
     wait_status(page, "measured ×")  # the autoregressive baseline ran once for these settings
     expect(page.locator("#latency-plot")).to_contain_text("measured speedup")
