@@ -13,7 +13,7 @@ import json
 import statistics
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
@@ -38,7 +38,8 @@ DEFAULT_SYSTEMS = (
 @dataclass(frozen=True)
 class System:
     """One way of decoding: ``hf-generate``, ``hf-assisted:<draft>``, ``ar``, ``eesd``,
-    ``speculative:<draft>[/controller]``."""
+    ``speculative:<draft>[/controller]``; a speculative or assisted system may end in ``@γ``, its own
+    draft length (the cap for the TS controllers), instead of the run's ``--gamma``."""
 
     name: str
     method: str  # hf-generate | hf-assisted | ar | eesd | speculative
@@ -54,6 +55,11 @@ def print_progress(done: int, total: int, line: str) -> None:
 def parse_system(name: str, gamma: int, controller: str) -> System:
     if name in ("hf-generate", "ar", "eesd"):
         return System(name, name, None, None, 0)  # eesd: the model's preset draft, controller and γ
+    spec, at, own_gamma = name.rpartition("@")
+    if at:
+        if spec.startswith(("speculative:", "hf-assisted:")) and own_gamma.isdigit() and int(own_gamma) >= 1:
+            return replace(parse_system(spec, int(own_gamma), controller), name=name)
+        raise ExplorerError(f"unknown system {name!r}: @γ follows a speculative or hf-assisted system, γ ≥ 1")
     kind, _, rest = name.partition(":")
     draft, _, own_controller = rest.partition("/")
     if kind == "speculative" and draft:
@@ -66,7 +72,7 @@ def parse_system(name: str, gamma: int, controller: str) -> System:
             return System(name, "bita", f"{tree}:{k or 3}", None, 0)
     raise ExplorerError(
         f"unknown system {name!r}: use hf-generate, hf-assisted:prompt-lookup:n, hf-assisted:early-exit:N, "
-        "ar, eesd, speculative:<draft>[/controller] or bita[:efficient|full|straightforward[:k]]"
+        "ar, eesd, speculative:<draft>[/controller][@γ] or bita[:efficient|full|straightforward[:k]]"
     )
 
 
@@ -119,7 +125,7 @@ def _run(model, systems, repeats, max_new_tokens, temperature, gamma, controller
 
     for system in chosen:  # warm-up: first calls pay for allocations and lazy initialisation
         once(system, ids[0], 8)
-    curve = verify_cost_curve(target, max_tokens=gamma + 2)
+    curve = verify_cost_curve(target, max_tokens=max([gamma] + [s.gamma for s in chosen]) + 2)
     peak_mb: dict[str, float | None] = {s.name: None for s in chosen}
     # results[system][repeat][prompt] = (output ids, seconds, trace or None)
     results = {s.name: [[None] * len(ids) for _ in range(repeats)] for s in chosen}

@@ -32,7 +32,15 @@ def test_bench_rows(default_model):
     assert table.count("\n| ") >= 5 and "× HF generate" in table
 
 
-@pytest.mark.parametrize("name", ["gpu-magic", "speculative:", "hf-assisted:model:default"])
+def test_a_system_may_carry_its_own_gamma():
+    own = bench.parse_system("speculative:early-exit:4/beta-ts@8", 4, "fixed")
+    assert (own.method, own.draft, own.controller, own.gamma) == ("speculative", "early-exit:4", "beta-ts", 8)
+    assert bench.parse_system("hf-assisted:early-exit:4@2", 4, "fixed").gamma == 2
+    assert bench.parse_system("speculative:early-exit:4", 4, "fixed").gamma == 4  # the run's --gamma
+
+
+@pytest.mark.parametrize("name", ["gpu-magic", "speculative:", "hf-assisted:model:default", "ar@2",
+                                  "speculative:early-exit:4@0", "speculative:early-exit:4@x", "bita@2"])
 def test_unknown_systems_are_refused(name):
     with pytest.raises(ExplorerError, match="unknown system"):
         bench.parse_system(name, 4, "fixed")
