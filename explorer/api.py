@@ -193,6 +193,8 @@ def stream(model, prompt: str | None = None, *, prompt_ids: list[int] | None = N
         drafter = make_drafter(draft, target, lambda spec: _load_cached(spec, device, dtype))
         if hasattr(ctrl, "theta_model"):  # cali-ts: the draft's trained θ_M predictor (eq. 5), if it has one
             ctrl.theta_model = getattr(drafter, "theta_model", None)
+        if hasattr(ctrl, "prior_alpha"):  # cost-aware: start from the draft's measured acceptance, if known
+            ctrl.prior_alpha = getattr(drafter, "expected_acceptance", None)
     settings = Settings(temperature=cfg.temperature, top_k=cfg.top_k, top_p=cfg.top_p, gamma=gamma,
                         controller=controller, seed=seed, max_new_tokens=max_new_tokens, chat=chat)
     if method == "bild":

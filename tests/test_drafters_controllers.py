@@ -54,10 +54,37 @@ def test_cost_aware_drafts_nothing_when_verification_is_dear_and_acceptance_low(
     for _ in range(6):  # every draft rejected at once
         state = dear.update(4, 0, Timing(0.01, 0.19, 0.0), 4)
     assert dear.alpha < 0.3 and dear.draft_length() == 0 and state["gamma_after"] == 0
-    for _ in range(30):  # nothing drafted for a while: the estimate relaxes and drafting is re-tried
+    for _ in range(80):  # nothing drafted for a while: the estimate relaxes and drafting is re-tried
         dear.update(0, 0, Timing(0.0, 0.1, 0.0), 0)
     assert dear.draft_length() > 0
     assert 0.0 < dear.c < 1.0  # draft step 2.5 ms over a target step of ~0.1 s
+
+
+def test_cost_aware_keeps_acceptance_apart_per_evidence():
+    """1-gram prompt-lookup matches that keep failing stop being drafted; 3-gram matches that pay go on,
+    where one global α would have averaged the two."""
+    from explorer.engine.controllers import CostAware
+    from explorer.engine.trace import Timing
+
+    ctl = CostAware(4, (0.1, 0.16, 0.17, 0.18, 0.19))
+    for _ in range(10):
+        assert ctl.draft_length("3-gram match") == 4
+        ctl.update(4, 3, Timing(0.0, 0.18, 0.0), 0)
+        k = ctl.draft_length("1-gram match")
+        state = ctl.update(k, 0, Timing(0.0, 0.1 if k == 0 else 0.16, 0.0), 0)
+        assert state["evidence"] == "1-gram match"
+    assert ctl.draft_length("1-gram match") == 0 and ctl.alpha_for("1-gram match") < 0.4
+    assert ctl.alpha_for("3-gram match") > 0.7
+    assert ctl.draft_length(None) == 4  # evidence never seen: the optimistic prior
+
+
+def test_prompt_lookup_reports_its_match():
+    from explorer.engine.drafters import PromptLookupDrafter
+
+    drafter = PromptLookupDrafter(3)
+    assert drafter.evidence([1, 2, 3, 9, 1, 2, 3]) == "3-gram match"
+    assert drafter.evidence([5, 2, 3, 9, 1, 2, 3]) == "2-gram match"
+    assert drafter.evidence([5, 6, 7, 8]) is None
 
 
 def test_cost_aware_is_lossless(default_model):
@@ -67,3 +94,22 @@ def test_cost_aware_is_lossless(default_model):
         t = explorer.decode(default_model, prompt, draft=draft, controller="cost-aware", max_new_tokens=32)
         assert t.output_ids == ar.output_ids
         assert all(r.controller["kind"] == "cost-aware" for r in t.rounds)
+        if draft == "early-exit:4":  # the shipped exit's held-out agreement is the prior, not 0.8
+            assert abs(t.rounds[0].controller["alpha_before"] - 0.2907) < 1e-6
+        else:  # each round says which match its draft rested on, and the controller view shows it
+            from explorer.viz.views.controller import controller_figure
+
+            evidence = [r.controller.get("evidence") for r in t.rounds]
+            assert "3-gram match" in evidence and set(evidence) <= {None, "1-gram match", "2-gram match", "3-gram match"}
+            assert list(controller_figure(t, 0).data[0].customdata) == [e or "" for e in evidence]
+
+
+def test_cost_aware_starts_from_a_measured_acceptance():
+    """With the exit's measured 29 % agreement, drafting never pays where verifying 2 tokens costs 1.6
+    steps, and pays where verification is flat (a GPU): no exploratory drafts on the CPU."""
+    from explorer.engine.controllers import CostAware
+
+    dear, flat = CostAware(4, (0.1, 0.16, 0.17, 0.18, 0.19)), CostAware(4, (0.1,) * 5)
+    dear.prior_alpha = flat.prior_alpha = 0.29
+    assert dear.draft_length() == 0 and flat.draft_length() > 0
+    assert dear.draft_length("1-gram match") == 4  # other evidence keeps the optimistic prior

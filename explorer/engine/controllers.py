@@ -1,6 +1,7 @@
 """Draft-length controllers: how many tokens to draft in the next round.
 
-A controller answers ``draft_length()`` before a round, may stop a draft early through
+A controller answers ``draft_length(evidence)`` before a round (``evidence``: what the drafter says its
+next draft rests on, or None; see ``drafters``), may stop a draft early through
 ``keep_drafting(step, q_row)`` (the seam for EESD's Thompson-sampling stop rule), and learns from the
 round's outcome in ``update``, which returns the state record that goes into the round's trace.
 ``update`` also receives the round's timing, for controllers that price drafting (``cost-aware``).
@@ -24,7 +25,7 @@ MAX_GAMMA = 64
 class Controller(Protocol):
     kind: str
 
-    def draft_length(self) -> int: ...
+    def draft_length(self, evidence: str | None = None) -> int: ...
 
     def keep_drafting(self, step: int, q_row: torch.Tensor | None) -> bool: ...
 
@@ -40,7 +41,7 @@ class Fixed:
     def __init__(self, gamma: int):
         self.gamma = gamma
 
-    def draft_length(self) -> int:
+    def draft_length(self, evidence=None) -> int:
         return self.gamma
 
     def keep_drafting(self, step: int, q_row: torch.Tensor | None) -> bool:
@@ -59,7 +60,7 @@ class Heuristic:
     def __init__(self, gamma: int):
         self.gamma = gamma
 
-    def draft_length(self) -> int:
+    def draft_length(self, evidence=None) -> int:
         return self.gamma
 
     def keep_drafting(self, step: int, q_row: torch.Tensor | None) -> bool:
@@ -79,14 +80,21 @@ class CostAware:
     Expected tokens of a round, (1 − α^(k+1)) / (1 − α) (Leviathan et al., eq. 1), over its expected
     time in target-step units, k·c + T(k+1)/T(1): Theorem 3.8 with verification priced by the measured
     verify-cost curve T (``engine.costs``). k = 0 (no draft, a plain target step) wins when drafting
-    does not pay, so the method never falls far below ``ar``. α is a discounted Beta estimate over the
-    tested drafts; it relaxes towards an optimistic prior when nothing is drafted, so drafting is
-    re-tried after a while. c = the draft step's time over the target step's, both measured online.
+    does not pay, so the method never falls far below ``ar``. c = the draft step's time over the target
+    step's, both measured online.
+
+    α is a discounted Beta estimate over the tested drafts, kept apart per kind of evidence the drafter
+    reports (prompt lookup: the matched n-gram's size; model drafts: one estimate), because one global α
+    mixes 1-gram matches that rarely pay with 3-gram matches that do. An estimate is discounted each
+    time its evidence comes up, drafted or not, so a declined kind relaxes towards the optimistic prior
+    and is re-tried: after one failure within ~3 offers, after ~20 failures only after ~45. A draft
+    whose acceptance was measured offline (a trained exit's held-out agreement, ``prior_alpha``) starts
+    from that instead of the optimistic prior, so a short run does not pay to learn what is known.
     """
 
     kind = "cost-aware"
-    DISCOUNT = 0.8  # per round: evidence older than ~5 rounds fades
-    PRIOR = (0.8, 0.2)  # Beta pseudo-counts (mean 0.8): optimistic, so drafting is re-tried
+    DISCOUNT = 0.95  # per offer of the same evidence: the last ~20 offers count
+    PRIOR = (0.8, 0.2)  # Beta pseudo-counts (mean 0.8): optimistic, so every kind of evidence is tried
     EMA = 0.2
 
     def __init__(self, gamma: int, verify_curve: tuple[float, ...]):
@@ -94,15 +102,24 @@ class CostAware:
             raise ExplorerError(f"the verify-cost curve covers {len(verify_curve)} tokens; γ + 1 = {gamma + 1} needed")
         self.gamma = gamma
         self.ratio = [t / verify_curve[0] for t in verify_curve]  # T(n)/T(1) for n = 1, 2, ...
-        self.successes, self.failures = 0.0, 0.0
+        self.counts: dict[str | None, tuple[float, float]] = {}  # evidence -> (successes, failures)
+        self.evidence: str | None = None  # what this round's draft rests on
+        self.prior_alpha: float | None = None  # the draft's acceptance measured offline, if known
         self.draft_step_s: float | None = None
         self.target_step_s: float | None = None
         self.rounds = 0
 
+    def alpha_for(self, evidence: str | None) -> float:
+        successes, failures = self.counts.get(evidence, (0.0, 0.0))
+        a0, b0 = self.PRIOR
+        if self.prior_alpha is not None and evidence is None:  # same weight, the measured mean
+            a0, b0 = self.prior_alpha * (a0 + b0), (1 - self.prior_alpha) * (a0 + b0)
+        return (successes + a0) / (successes + failures + a0 + b0)
+
     @property
     def alpha(self) -> float:
-        a0, b0 = self.PRIOR
-        return (self.successes + a0) / (self.successes + self.failures + a0 + b0)
+        """α for the evidence of the current round."""
+        return self.alpha_for(self.evidence)
 
     @property
     def c(self) -> float:
@@ -110,24 +127,26 @@ class CostAware:
             return 0.0  # unknown yet: assume free drafts and let the measurement correct it
         return self.draft_step_s / self.target_step_s
 
-    def expected_rates(self) -> list[float]:
+    def expected_rates(self, evidence: str | None = None) -> list[float]:
         """Expected tokens per target-step time for k = 0..γ."""
-        alpha, c = min(self.alpha, 0.999), self.c
+        alpha, c = min(self.alpha_for(evidence), 0.999), self.c
         return [float(theory.speedup_with_verify_cost(alpha, k, c, self.ratio[k])) for k in range(self.gamma + 1)]
 
-    def draft_length(self) -> int:
-        rates = self.expected_rates()
+    def draft_length(self, evidence=None) -> int:
+        self.evidence = evidence
+        rates = self.expected_rates(evidence)
         return max(range(len(rates)), key=rates.__getitem__)
 
     def keep_drafting(self, step: int, q_row: torch.Tensor | None) -> bool:
         return True
 
     def update(self, drafted, accepted, timing=None, draft_forwards=0) -> dict[str, Any]:
-        before = {"alpha": self.alpha, "c": self.c, "gamma": self.draft_length()}
-        self.successes *= self.DISCOUNT
-        self.failures *= self.DISCOUNT
-        self.successes += accepted
-        self.failures += 1 if accepted < drafted else 0  # a draft after a rejection is never tested
+        evidence = self.evidence
+        before = {"alpha": self.alpha, "gamma": self.draft_length(evidence)}
+        successes, failures = self.counts.get(evidence, (0.0, 0.0))
+        successes = successes * self.DISCOUNT + accepted
+        failures = failures * self.DISCOUNT + (1 if accepted < drafted else 0)  # nothing after a rejection is tested
+        self.counts[evidence] = (successes, failures)
         if timing is not None and self.rounds > 0:  # the first round also runs the prompt: skip it
             self.target_step_s = _ema(self.target_step_s, timing.verify_s / self.ratio[min(drafted, self.gamma)])
             if draft_forwards:
@@ -135,8 +154,9 @@ class CostAware:
             elif drafted:  # a model-free draft (prompt lookup): its cost is the lookup itself
                 self.draft_step_s = _ema(self.draft_step_s, timing.draft_s / drafted)
         self.rounds += 1
-        return {"kind": self.kind, "alpha_before": before["alpha"], "alpha_after": self.alpha,
-                "c": self.c, "gamma_before": before["gamma"], "gamma_after": self.draft_length()}
+        record = {"kind": self.kind, "alpha_before": before["alpha"], "alpha_after": self.alpha,
+                  "c": self.c, "gamma_before": before["gamma"], "gamma_after": self.draft_length(evidence)}
+        return record if evidence is None else {**record, "evidence": evidence}
 
 
 class BetaTS:
@@ -157,7 +177,7 @@ class BetaTS:
         self.thetas: list[float] = []
         self.decisions: list[bool] = []
 
-    def draft_length(self) -> int:
+    def draft_length(self, evidence=None) -> int:
         return self.gamma
 
     def sample_theta(self, step: int, q_row: torch.Tensor | None) -> float:

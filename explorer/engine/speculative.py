@@ -1,7 +1,7 @@
 """The round loop shared by ``ar`` and ``speculative`` (Leviathan et al., Algorithm 1).
 
 One round:
-    1. draft   — the drafter proposes K = controller.draft_length() tokens (K = 0 for ``ar``)
+    1. draft   — the drafter proposes K = controller.draft_length(evidence) tokens (K = 0 for ``ar``)
     2. verify  — one target forward over the K drafts (plus the pending token) gives p for K + 1 positions
     3. accept  — greedy prefix match, or accept w.p. min(1, p/q) with a residual correction
     4. commit  — emit the accepted prefix + one target token; both KV caches roll back to the new context
@@ -43,7 +43,8 @@ def decode_rounds(target, drafter: Drafter | None, controller: Controller, cfg: 
     while produced < max_new_tokens:
         start = clock()
         # 1. draft (leave room for the target's token so a round never passes max_new_tokens)
-        k = 0 if drafter is None else min(controller.draft_length(), max_new_tokens - produced - 1)
+        k = 0 if drafter is None else min(controller.draft_length(_evidence(drafter, context)),
+                                          max_new_tokens - produced - 1)
         proposal = drafter.propose(context, k, cfg, rng, controller) if k > 0 else NO_PROPOSAL
         drafted = proposal.tokens
         drafted_at = clock()
@@ -86,6 +87,12 @@ def decode_rounds(target, drafter: Drafter | None, controller: Controller, cfg: 
         index += 1
         if emitted[-1] in eos:
             return
+
+
+def _evidence(drafter: Drafter, context: list[int]) -> str | None:
+    """What the drafter says its next draft rests on (prompt lookup: the match), for the controller."""
+    evidence = getattr(drafter, "evidence", None)
+    return evidence(context) if evidence is not None else None
 
 
 def _q_for(proposal: Proposal, p: torch.Tensor) -> torch.Tensor:

@@ -20,9 +20,11 @@ def controller_figure(trace, round_index: int) -> go.Figure:
     accepted = [r.n_accepted for r in trace.rounds]
     selected = max(0, min(int(round_index), len(trace.rounds) - 1)) + 1
     fig = go.Figure()
+    # what the draft rested on (cost-aware with prompt lookup: the matched n-gram), where the controller says
+    evidence = [r.controller.get("evidence") or "" for r in trace.rounds]
     fig.add_trace(go.Scatter(x=rounds, y=planned, name="γ planned by the controller", mode="lines", line_shape="hv",
-                             line={"color": DRAFT_COLOUR, "width": 2.5},
-                             hovertemplate="round %{x}<br>γ = %{y}<extra></extra>"))
+                             line={"color": DRAFT_COLOUR, "width": 2.5}, customdata=evidence,
+                             hovertemplate="round %{x}<br>γ = %{y}<br>%{customdata}<extra></extra>"))
     fig.add_trace(go.Scatter(x=rounds, y=drafted, name="drafted", mode="markers",
                              marker={"color": DRAFT_COLOUR, "symbol": "circle-open", "size": 8},
                              hovertemplate="round %{x}<br>drafted %{y} tokens<extra></extra>"))
