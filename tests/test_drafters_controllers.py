@@ -113,3 +113,15 @@ def test_cost_aware_starts_from_a_measured_acceptance():
     dear.prior_alpha = flat.prior_alpha = 0.29
     assert dear.draft_length() == 0 and flat.draft_length() > 0
     assert dear.draft_length("1-gram match") == 4  # other evidence keeps the optimistic prior
+
+
+def test_the_drafter_is_asked_for_evidence_only_by_a_controller_that_uses_it(tiny_target, monkeypatch):
+    from explorer.engine.drafters import PromptLookupDrafter
+
+    asked = []
+    real = PromptLookupDrafter.evidence
+    monkeypatch.setattr(PromptLookupDrafter, "evidence", lambda self, context: asked.append(1) or real(self, context))
+    explorer.decode(tiny_target, "abcabcabc", draft="prompt-lookup:3", max_new_tokens=8)
+    assert asked == []  # fixed γ: the search would be wasted
+    explorer.decode(tiny_target, "abcabcabc", draft="prompt-lookup:3", controller="cost-aware", max_new_tokens=8)
+    assert asked

@@ -1,9 +1,10 @@
 """Draft-length controllers: how many tokens to draft in the next round.
 
 A controller answers ``draft_length(evidence)`` before a round (``evidence``: what the drafter says its
-next draft rests on, or None; see ``drafters``), may stop a draft early through
-``keep_drafting(step, q_row)`` (the seam for EESD's Thompson-sampling stop rule), and learns from the
-round's outcome in ``update``, which returns the state record that goes into the round's trace.
+next draft rests on, or None; see ``drafters``; given only to a controller with ``uses_evidence``), may
+stop a draft early through ``keep_drafting(step, q_row)`` (the seam for EESD's Thompson-sampling stop
+rule), and learns from the round's outcome in ``update``, which returns the state record that goes into
+the round's trace.
 ``update`` also receives the round's timing, for controllers that price drafting (``cost-aware``).
 """
 
@@ -93,6 +94,7 @@ class CostAware:
     """
 
     kind = "cost-aware"
+    uses_evidence = True  # the round loop asks the drafter for evidence only for such a controller
     DISCOUNT = 0.95  # per offer of the same evidence: the last ~20 offers count
     PRIOR = (0.8, 0.2)  # Beta pseudo-counts (mean 0.8): optimistic, so every kind of evidence is tried
     EMA = 0.2

@@ -43,7 +43,7 @@ def decode_rounds(target, drafter: Drafter | None, controller: Controller, cfg: 
     while produced < max_new_tokens:
         start = clock()
         # 1. draft (leave room for the target's token so a round never passes max_new_tokens)
-        k = 0 if drafter is None else min(controller.draft_length(_evidence(drafter, context)),
+        k = 0 if drafter is None else min(controller.draft_length(_evidence(drafter, controller, context)),
                                           max_new_tokens - produced - 1)
         proposal = drafter.propose(context, k, cfg, rng, controller) if k > 0 else NO_PROPOSAL
         drafted = proposal.tokens
@@ -89,10 +89,12 @@ def decode_rounds(target, drafter: Drafter | None, controller: Controller, cfg: 
             return
 
 
-def _evidence(drafter: Drafter, context: list[int]) -> str | None:
-    """What the drafter says its next draft rests on (prompt lookup: the match), for the controller."""
+def _evidence(drafter: Drafter, controller: Controller, context: list[int]) -> str | None:
+    """What the drafter says its next draft rests on (prompt lookup: the match), asked only for a controller
+    that uses it: prompt lookup's search costs 0.1 ms at 300 context tokens, 0.4 ms at 1000."""
     evidence = getattr(drafter, "evidence", None)
-    return evidence(context) if evidence is not None else None
+    wanted = getattr(controller, "uses_evidence", False)
+    return evidence(context) if evidence is not None and wanted else None
 
 
 def _q_for(proposal: Proposal, p: torch.Tensor) -> torch.Tensor:
