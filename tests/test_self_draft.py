@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from explorer import api
+from explorer.engine.forward import fast_decoder
 from explorer.engine.self_draft import SelfSpeculation, causal_mask
 from explorer.exits import new_exit, untrained_exit
 
@@ -60,7 +61,7 @@ def test_draft_logits_after_rollback_equal_a_fresh_draft(default_model):
 def test_greedy_equals_ar_and_no_layer_runs_twice_on_a_position(default_model):
     prompt = "List three uses of copper."
     ar = api.decode(default_model, prompt, max_new_tokens=24)
-    layers = default_model.model.model.layers
+    layers = fast_decoder(default_model.model).layers  # the layers decoding runs (the model's fast view)
     seen = {0: 0, len(layers) - 1: 0}
     hooks = [layers[i].register_forward_hook(lambda m, a, out, i=i: seen.__setitem__(i, seen[i] + out.shape[1]))
              for i in seen]

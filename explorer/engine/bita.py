@@ -39,7 +39,7 @@ from typing import Iterator
 import torch
 
 from ..errors import ExplorerError
-from .forward import decoder_parts, lm_head
+from .forward import fast_decoder, lm_head
 from .sampling import Rng, SamplingConfig, choose, distribution
 from .speculative import TOP_ALTERNATIVES, clock_for, top_pairs
 from .trace import RoundTrace, Timing
@@ -213,7 +213,7 @@ def tree_forward(model: torch.nn.Module, masks: torch.Tensor, cache, tail: list[
                  n_prompt: int, n_cached: int) -> torch.Tensor:
     """One target forward over [tail | nodes | mask groups]; returns the final hidden states (R, H)
     (normed; the LM head runs only on the rows that are needed). ``masks`` (M, H) are the mask embeddings."""
-    base = decoder_parts(model)
+    base = fast_decoder(model)
     device = masks.device
     n_masks = len(layout.positions) - layout.n_nodes
     ids = torch.tensor(list(tail) + list(layout.tokens), dtype=torch.long, device=device)  # (R - masks,)

@@ -26,7 +26,8 @@ from transformers import DynamicCache
 
 from ..exits import ExitHead
 from .cache import common_prefix
-from .forward import decoder_parts, lm_head
+from .fast import PackedLinear, fast_view, packable
+from .forward import fast_decoder, lm_head
 
 
 def causal_mask(past: int, new: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor | None:
@@ -52,7 +53,7 @@ class SelfSpeculation:
     """The target split at its exit layer N, drafting and verifying over one cache."""
 
     def __init__(self, model: torch.nn.Module, head: ExitHead, device: torch.device):
-        self.base = decoder_parts(model)
+        self.base = fast_decoder(model)
         self.head = head
         self.n = head.n_layers
         self.total = len(self.base.layers)
@@ -61,6 +62,9 @@ class SelfSpeculation:
         self.logits_of = lm_head(model)  # the same head, in the fastest form for this device (engine.forward)
         # the draft's head rows: a copy of the scored rows, so a step multiplies (V', H) and not (V, H)
         self.draft_rows = None if head.vocab is None else self.lm_head.weight[head.vocab].detach().clone()
+        if self.draft_rows is not None and packable(self.draft_rows):
+            self.draft_rows = PackedLinear(self.draft_rows)
+        self.exit_layer = None if head.layer is None else fast_view(head.layer)
         self.vocab_size = self.lm_head.weight.shape[0]
         self.cache = DynamicCache()
         self.exit_cache = DynamicCache()
@@ -80,9 +84,9 @@ class SelfSpeculation:
         """(V,) logits of the draft for the token after ``sequence``; −inf outside the scored rows."""
         with torch.inference_mode():
             self._advance_low(sequence)
-            h = self.hidden[:, self.exit_len:] if self.head.layer is not None else self.hidden[:, -1:]
-            if self.head.layer is not None:
-                h = self._run([self.head.layer], h, self.exit_len, self.exit_cache)[:, -1:]
+            h = self.hidden[:, self.exit_len:] if self.exit_layer is not None else self.hidden[:, -1:]
+            if self.exit_layer is not None:
+                h = self._run([self.exit_layer], h, self.exit_len, self.exit_cache)[:, -1:]
                 self.exit_len = len(sequence)
             x = self.head.norm(h)[0, -1]  # (H,)
             self.draft_state, self.draft_len = x, len(sequence)
@@ -90,7 +94,8 @@ class SelfSpeculation:
                 logits = self.logits_of(x)
             else:
                 logits = torch.full((self.vocab_size,), float("-inf"), dtype=x.dtype, device=x.device)
-                logits[self.head.vocab] = self.draft_rows @ x
+                rows = self.draft_rows(x) if isinstance(self.draft_rows, PackedLinear) else self.draft_rows @ x
+                logits[self.head.vocab] = rows
         self.draft_forwards += 1
         return logits
 
