@@ -99,8 +99,10 @@ def test_cost_aware_is_lossless(default_model):
         else:  # each round says which match its draft rested on, and the controller view shows it
             from explorer.viz.views.controller import controller_figure
 
+            # which matches come up depends on which drafts were accepted, hence on the measured costs:
+            # assert only what holds for every timing (the prompt's words recur, so some round matched)
             evidence = [r.controller.get("evidence") for r in t.rounds]
-            assert "3-gram match" in evidence and set(evidence) <= {None, "1-gram match", "2-gram match", "3-gram match"}
+            assert any(evidence) and set(evidence) <= {None, "1-gram match", "2-gram match", "3-gram match"}
             assert list(controller_figure(t, 0).data[0].customdata) == [e or "" for e in evidence]
 
 

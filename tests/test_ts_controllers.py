@@ -72,3 +72,52 @@ def test_eq14_summary_is_finite_when_nothing_is_accepted():
     assert s.v_d == 0 and s.r_d == 0 and s.hm == 0
     c = s.c_measured  # 0.02 s for 2 draft forwards over 0.1 s per target forward
     assert c == pytest.approx(0.1) and s.eq14_speedup == pytest.approx(1 / (1 + c * 6 / 3))
+
+
+# -- the priced variants (beta-ts-priced, cali-ts-priced): the sampled θ decides through the measured costs
+
+def _priced(name, curve, c=0.0, gamma=6, seed=0):
+    ctrl = make_controller(name, gamma, curve, seed=seed)
+    if c:  # as if one round had been timed: a target step of 1 s and a draft step of c s
+        ctrl.costs.target_step_s, ctrl.costs.draft_step_s = 1.0, c
+    return ctrl
+
+
+def test_priced_ts_drafts_nothing_when_verifying_two_tokens_costs_two_steps():
+    """At T(2)/T(1) = 2 no θ < 1 makes a draft pay: (1 + θ) / 2 < 1."""
+    for name in ("beta-ts-priced", "cali-ts-priced"):
+        ctrl = _priced(name, (1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0))
+        assert all(ctrl.draft_length() == 0 for _ in range(50))
+        assert ctrl.update(0, 0)["priced"] is True
+
+
+def test_priced_ts_drafts_to_the_cap_when_drafting_is_free_and_verification_flat():
+    """c = 0 and T(k)/T(1) = 1: every extra token is free, so any θ > 0 keeps drafting (a paper's GPU)."""
+    ctrl = _priced("beta-ts-priced", (1.0,) * 7)
+    assert ctrl.draft_length() == 6
+    assert all(ctrl.keep_drafting(i, None) for i in range(5))
+
+
+def test_priced_ts_stops_where_the_next_token_does_not_pay():
+    """c = 0.3, T(k+1)/T(1) = 1 + 0.05k: with a confident posterior (θ ≈ 0.98) drafting goes on, with a
+    doubtful one (θ ≈ 0.02) the first drafted token is the last; the paper's rule would go on ~2 % of the
+    time anyway, the priced one never: its stop is a decision, not a coin."""
+    curve = tuple(1.0 + 0.05 * k for k in range(7))
+    sure = BetaTS(6, seed=0, prior=(50.0, 1.0), costs=_priced("beta-ts-priced", curve, c=0.3).costs)
+    doubtful = BetaTS(6, seed=0, prior=(1.0, 50.0), costs=_priced("beta-ts-priced", curve, c=0.3).costs)
+    assert sum(sure.keep_drafting(0, None) for _ in range(100)) > 95
+    assert sum(doubtful.keep_drafting(0, None) for _ in range(100)) == 0
+    assert sum(doubtful.draft_length() > 0 for _ in range(100)) == 0
+
+
+def test_priced_ts_learns_c_from_the_rounds_and_records_it():
+    from explorer.engine.trace import Timing
+
+    ctrl = make_controller("beta-ts-priced", 4, (0.1, 0.11, 0.12, 0.13, 0.14), seed=1)
+    ctrl.draft_length()
+    first = ctrl.update(2, 1, Timing(draft_s=0.04, verify_s=0.12, other_s=0.0), draft_forwards=2)
+    assert first["c"] == 0.0  # nothing measured before the first round (which also runs the prompt)
+    ctrl.update(2, 1, Timing(draft_s=0.04, verify_s=0.12, other_s=0.0), draft_forwards=2)
+    rec = ctrl.update(0, 0)
+    assert rec["c"] == pytest.approx(0.02 / (0.12 / 1.2))  # a draft step over a one-token target step
+    assert rec["verify_ratio"] == pytest.approx([1.0, 1.1, 1.2, 1.3, 1.4])

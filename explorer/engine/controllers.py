@@ -75,6 +75,53 @@ class Heuristic:
         return {"kind": self.kind, "gamma_before": before, "gamma_after": self.gamma}
 
 
+class StepCosts:
+    """The measured prices of drafting, in target-step units: c (one draft step over one target step,
+    both timed online from the rounds) and T(k + 1)/T(1), a verification of k drafts over a one-token
+    target forward (``engine.costs``' curve, measured once per model and process). With them,
+    Theorem 3.8 priced as measured, (1 − α^(k+1)) / ((1 − α)(k·c + T(k+1)/T(1))), gives the expected
+    tokens per unit of time of a round that drafts k tokens (``theory.speedup_with_verify_cost``).
+    Used by ``cost-aware`` and by the priced Thompson-sampling stop rules."""
+
+    EMA = 0.2  # weight of the latest round in the step-time averages
+
+    def __init__(self, gamma: int, verify_curve: tuple[float, ...]):
+        if len(verify_curve) < gamma + 1:
+            raise ExplorerError(f"the verify-cost curve covers {len(verify_curve)} tokens; γ + 1 = {gamma + 1} needed")
+        self.gamma = gamma
+        self.ratio = [t / verify_curve[0] for t in verify_curve]  # T(n)/T(1) for n = 1, 2, ...
+        self.draft_step_s: float | None = None
+        self.target_step_s: float | None = None
+        self.rounds = 0
+
+    @property
+    def c(self) -> float:
+        if self.draft_step_s is None or not self.target_step_s:
+            return 0.0  # unknown yet: assume free drafts and let the measurement correct it
+        return self.draft_step_s / self.target_step_s
+
+    def rates(self, alpha: float, start: int = 0) -> list[float]:
+        """Expected tokens per target-step time of a round that drafts k = start..γ tokens."""
+        ks = range(start, self.gamma + 1)
+        rates = theory.speedup_with_verify_cost(min(max(alpha, 0.0), 0.999), list(ks), self.c, self.ratio[start:self.gamma + 1])
+        return [float(r) for r in rates]
+
+    def best_length(self, alpha: float, start: int = 0) -> int:
+        """The k in [start, γ] with the highest expected rate (the smallest such k on a tie)."""
+        rates = self.rates(alpha, start)
+        return start + max(range(len(rates)), key=rates.__getitem__)
+
+    def observe(self, drafted: int, timing: Timing | None, draft_forwards: int) -> None:
+        """Update c's two step times from a finished round."""
+        if timing is not None and self.rounds > 0:  # the first round also runs the prompt: skip it
+            self.target_step_s = _ema(self.target_step_s, timing.verify_s / self.ratio[min(drafted, self.gamma)])
+            if draft_forwards:
+                self.draft_step_s = _ema(self.draft_step_s, timing.draft_s / draft_forwards)
+            elif drafted:  # a model-free draft (prompt lookup): its cost is the lookup itself
+                self.draft_step_s = _ema(self.draft_step_s, timing.draft_s / drafted)
+        self.rounds += 1
+
+
 class CostAware:
     """Draft the k in [0, γ] that maximises expected tokens per second, knowing the measured costs.
 
@@ -97,19 +144,13 @@ class CostAware:
     uses_evidence = True  # the round loop asks the drafter for evidence only for such a controller
     DISCOUNT = 0.95  # per offer of the same evidence: the last ~20 offers count
     PRIOR = (0.8, 0.2)  # Beta pseudo-counts (mean 0.8): optimistic, so every kind of evidence is tried
-    EMA = 0.2
 
     def __init__(self, gamma: int, verify_curve: tuple[float, ...]):
-        if len(verify_curve) < gamma + 1:
-            raise ExplorerError(f"the verify-cost curve covers {len(verify_curve)} tokens; γ + 1 = {gamma + 1} needed")
         self.gamma = gamma
-        self.ratio = [t / verify_curve[0] for t in verify_curve]  # T(n)/T(1) for n = 1, 2, ...
+        self.costs = StepCosts(gamma, verify_curve)
         self.counts: dict[str | None, tuple[float, float]] = {}  # evidence -> (successes, failures)
         self.evidence: str | None = None  # what this round's draft rests on
         self.prior_alpha: float | None = None  # the draft's acceptance measured offline, if known
-        self.draft_step_s: float | None = None
-        self.target_step_s: float | None = None
-        self.rounds = 0
 
     def alpha_for(self, evidence: str | None) -> float:
         successes, failures = self.counts.get(evidence, (0.0, 0.0))
@@ -125,19 +166,15 @@ class CostAware:
 
     @property
     def c(self) -> float:
-        if self.draft_step_s is None or not self.target_step_s:
-            return 0.0  # unknown yet: assume free drafts and let the measurement correct it
-        return self.draft_step_s / self.target_step_s
+        return self.costs.c
 
     def expected_rates(self, evidence: str | None = None) -> list[float]:
         """Expected tokens per target-step time for k = 0..γ."""
-        alpha, c = min(self.alpha_for(evidence), 0.999), self.c
-        return [float(theory.speedup_with_verify_cost(alpha, k, c, self.ratio[k])) for k in range(self.gamma + 1)]
+        return self.costs.rates(self.alpha_for(evidence))
 
     def draft_length(self, evidence=None) -> int:
         self.evidence = evidence
-        rates = self.expected_rates(evidence)
-        return max(range(len(rates)), key=rates.__getitem__)
+        return self.costs.best_length(self.alpha_for(evidence))
 
     def keep_drafting(self, step: int, q_row: torch.Tensor | None) -> bool:
         return True
@@ -149,13 +186,7 @@ class CostAware:
         successes = successes * self.DISCOUNT + accepted
         failures = failures * self.DISCOUNT + (1 if accepted < drafted else 0)  # nothing after a rejection is tested
         self.counts[evidence] = (successes, failures)
-        if timing is not None and self.rounds > 0:  # the first round also runs the prompt: skip it
-            self.target_step_s = _ema(self.target_step_s, timing.verify_s / self.ratio[min(drafted, self.gamma)])
-            if draft_forwards:
-                self.draft_step_s = _ema(self.draft_step_s, timing.draft_s / draft_forwards)
-            elif drafted:  # a model-free draft (prompt lookup): its cost is the lookup itself
-                self.draft_step_s = _ema(self.draft_step_s, timing.draft_s / drafted)
-        self.rounds += 1
+        self.costs.observe(drafted, timing, draft_forwards)
         record = {"kind": self.kind, "alpha_before": before["alpha"], "alpha_after": self.alpha,
                   "c": self.c, "gamma_before": before["gamma"], "gamma_after": self.draft_length(evidence)}
         return record if evidence is None else {**record, "evidence": evidence}
@@ -168,33 +199,65 @@ class BetaTS:
     cap). After verification, with Q_v the tokens the round adds to the output (the accepted drafts and
     the target's own token, as ``t ← t + |Q_v|`` counts them) and Q_d the drafted tokens:
     r = |Q_v| − 1 (accepted drafts), n = min(|Q_v| + 1, |Q_d|), α += r (eq. 3), β += n − r (eq. 4).
+
+    Priced (``beta-ts-priced``, given ``costs``): the sampled θ decides through the measured prices
+    instead of the Bernoulli — with i tokens drafted, drafting goes on iff, were every later token
+    accepted with probability θ, some length k > i beats stopping at i in expected tokens per unit of
+    time at the measured c and T(k + 1)/T(1) (``StepCosts``). Thompson sampling proper: draw the
+    parameter from the posterior, then act optimally for it. Before a round, one more draw decides
+    whether to draft at all (k = 0, a plain target step, when not even one token pays); the posterior
+    updates are the paper's.
     """
 
     kind = "beta-ts"
 
-    def __init__(self, gamma: int, seed: int = 0, prior: tuple[float, float] = (1.0, 1.0)):
+    def __init__(self, gamma: int, seed: int = 0, prior: tuple[float, float] = (1.0, 1.0),
+                 costs: StepCosts | None = None):
         self.gamma = gamma
         self.alpha, self.beta = prior
         self.random = random.Random(seed)
+        self.costs = costs
         self.thetas: list[float] = []
         self.decisions: list[bool] = []
+        self.opening: float | None = None  # priced: the θ drawn before the round
 
     def draft_length(self, evidence=None) -> int:
-        return self.gamma
+        if self.costs is None:
+            return self.gamma
+        self.opening = self.opening_theta()
+        return self.gamma if self.costs.best_length(self.opening) > 0 else 0
+
+    def opening_theta(self) -> float:
+        """θ drawn before a round (priced rules), from the posterior with no draft step's evidence."""
+        return self.random.betavariate(self.alpha, self.beta)
 
     def sample_theta(self, step: int, q_row: torch.Tensor | None) -> float:
         return self.random.betavariate(self.alpha, self.beta)
 
     def keep_drafting(self, step: int, q_row: torch.Tensor | None) -> bool:
         theta = self.sample_theta(step, q_row)
-        go_on = self.random.random() < theta  # χ ~ Bernoulli(θ)
+        if self.costs is None:
+            go_on = self.random.random() < theta  # χ ~ Bernoulli(θ)
+        else:  # step + 1 tokens drafted: go on iff a longer draft pays at θ
+            go_on = self.costs.best_length(theta, start=step + 1) > step + 1
         self.thetas.append(theta)
         self.decisions.append(go_on)
         return go_on
 
+    def priced_record(self, drafted: int, timing, draft_forwards: int) -> dict[str, Any]:
+        """The priced rule's part of the round record (empty for the paper's rule); learns the costs."""
+        if self.costs is None:
+            return {}
+        record = {"priced": True, "c": self.costs.c, "opening_theta": self.opening,
+                  "verify_ratio": self.costs.ratio[: self.gamma + 1]}
+        self.costs.observe(drafted, timing, draft_forwards)
+        self.opening = None
+        return record
+
     def update(self, drafted, accepted, timing=None, draft_forwards=0) -> dict[str, Any]:
         record = {"kind": self.kind, "alpha_before": self.alpha, "beta_before": self.beta,
-                  "theta": self.thetas, "continue": self.decisions}
+                  "theta": self.thetas, "continue": self.decisions,
+                  **self.priced_record(drafted, timing, draft_forwards)}
         r = n = 0
         if drafted:
             q_v = accepted + 1
@@ -216,13 +279,16 @@ class CaliTS(BetaTS):
     (eq. 10) θ̂ ← (θ̂ · (t_prev + 1) + r) / (t + 1), t the output length, r = |Q_v| − 1 as in Beta-TS.
     The literal numerator |Q_v| would count the target's own token as a success and drive θ̂ to 1 for
     any draft; r keeps θ̂ the fraction of output tokens that came from accepted drafts.
+
+    Priced (``cali-ts-priced``): as for ``beta-ts-priced``; the draw before a round uses θ̂ in place of θ_M
+    (no draft state exists yet).
     """
 
     kind = "cali-ts"
 
     def __init__(self, gamma: int, seed: int = 0, theta_model=None, sigma_m: float = 0.2, sigma_s: float = 0.5,
-                 theta_0: float = 0.5):
-        super().__init__(gamma, seed)
+                 theta_0: float = 0.5, costs: StepCosts | None = None):
+        super().__init__(gamma, seed, costs=costs)
         self.theta_model = theta_model
         self.sigma_m, self.sigma_s = sigma_m, sigma_s
         self.theta_0 = self.theta_hat = theta_0
@@ -230,19 +296,27 @@ class CaliTS(BetaTS):
         self.t = 0
         self.steps: dict[str, list[float]] = {"theta_model": [], "mu": [], "sigma": []}
 
+    def posterior(self, theta_m: float) -> tuple[float, float]:
+        """(μ, σ) of eq. 6–7 for the predictor's θ_M."""
+        sm2, ss2 = self.sigma_m ** 2, self.sigma_s ** 2
+        mu = ss2 / (self.n * sm2 + ss2) * theta_m + self.n * sm2 / (self.n * sm2 + ss2) * self.theta_hat
+        return mu, math.sqrt(sm2 * ss2 / (ss2 + self.n * sm2))
+
+    def opening_theta(self) -> float:
+        mu, sigma = self.posterior(self.theta_hat)
+        return min(1.0, max(0.0, self.random.gauss(mu, sigma)))
+
     def sample_theta(self, step: int, q_row: torch.Tensor | None) -> float:
         theta_m = self.theta_model(step, q_row) if self.theta_model is not None else None
         theta_m = self.theta_0 if theta_m is None else float(theta_m)  # no predictor or no state yet: θ̂₀
-        sm2, ss2 = self.sigma_m ** 2, self.sigma_s ** 2
-        mu = ss2 / (self.n * sm2 + ss2) * theta_m + self.n * sm2 / (self.n * sm2 + ss2) * self.theta_hat
-        sigma = math.sqrt(sm2 * ss2 / (ss2 + self.n * sm2))
+        mu, sigma = self.posterior(theta_m)
         for name, value in (("theta_model", theta_m), ("mu", mu), ("sigma", sigma)):
             self.steps[name].append(value)
         return min(1.0, max(0.0, self.random.gauss(mu, sigma)))  # a probability for χ's Bernoulli
 
     def update(self, drafted, accepted, timing=None, draft_forwards=0) -> dict[str, Any]:
         record = {"kind": self.kind, "theta": self.thetas, "continue": self.decisions, **self.steps,
-                  "theta_hat": self.theta_hat, "n": self.n}
+                  "theta_hat": self.theta_hat, "n": self.n, **self.priced_record(drafted, timing, draft_forwards)}
         if drafted:
             t_prev, self.t = self.t, self.t + accepted + 1
             self.theta_hat = (self.theta_hat * (t_prev + 1) + accepted) / (self.t + 1)
@@ -252,11 +326,13 @@ class CaliTS(BetaTS):
         return {**record, "theta_hat_after": self.theta_hat}
 
 
-def _ema(old: float | None, new: float, weight: float = CostAware.EMA) -> float:
+def _ema(old: float | None, new: float, weight: float = StepCosts.EMA) -> float:
     return new if old is None else (1 - weight) * old + weight * new
 
 
-CONTROLLERS = {"fixed": Fixed, "heuristic": Heuristic, "cost-aware": CostAware, "beta-ts": BetaTS, "cali-ts": CaliTS}
+CONTROLLERS = {"fixed": Fixed, "heuristic": Heuristic, "cost-aware": CostAware, "beta-ts": BetaTS, "cali-ts": CaliTS,
+               "beta-ts-priced": BetaTS, "cali-ts-priced": CaliTS}
+PRICED = ("cost-aware", "beta-ts-priced", "cali-ts-priced")  # the controllers that need the verify-cost curve
 
 
 def make_controller(name: str, gamma: int, verify_curve=None, seed: int = 0, theta_model=None) -> Controller:
@@ -266,10 +342,12 @@ def make_controller(name: str, gamma: int, verify_curve=None, seed: int = 0, the
         raise ExplorerError(f"gamma must be a whole number from 1 to {MAX_GAMMA}, got {gamma!r}")
     if name not in CONTROLLERS:
         raise ExplorerError(f"unknown controller {name!r}: use one of {', '.join(CONTROLLERS)}")
+    curve = (verify_curve() if callable(verify_curve) else verify_curve) if name in PRICED else None
     if name == "cost-aware":
-        return CostAware(gamma, verify_curve() if callable(verify_curve) else verify_curve)
-    if name == "beta-ts":
-        return BetaTS(gamma, seed)
-    if name == "cali-ts":
-        return CaliTS(gamma, seed, theta_model)
+        return CostAware(gamma, curve)
+    costs = StepCosts(gamma, curve) if curve is not None else None
+    if name.startswith("beta-ts"):
+        return BetaTS(gamma, seed, costs=costs)
+    if name.startswith("cali-ts"):
+        return CaliTS(gamma, seed, theta_model, costs=costs)
     return CONTROLLERS[name](gamma)
