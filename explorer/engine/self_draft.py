@@ -27,17 +27,7 @@ from transformers import DynamicCache
 from ..exits import ExitHead
 from .cache import common_prefix
 from .fast import PackedLinear, fast_view, packable
-from .forward import fast_decoder, lm_head
-
-
-def causal_mask(past: int, new: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor | None:
-    """Additive (1, 1, new, past + new) mask: query i sees keys 0..past+i. None for one query (it sees
-    every cached key); explicit otherwise, since SDPA's own causal flag aligns the diagonal wrongly
-    when there is a past."""
-    if new == 1:
-        return None
-    mask = torch.full((new, past + new), torch.finfo(dtype).min, dtype=dtype, device=device)
-    return torch.triu(mask, diagonal=past + 1)[None, None]
+from .forward import fast_decoder, lm_head, run_layers
 
 
 def crop_layers(cache: DynamicCache, layers: range, length: int) -> None:
@@ -158,14 +148,7 @@ class SelfSpeculation:
 
     def _run(self, layers, hidden: torch.Tensor, past: int, cache: DynamicCache) -> torch.Tensor:
         """Decoder layers over T new positions after ``past`` cached ones; (1, T, H) in and out."""
-        t = hidden.shape[1]
-        position_ids = torch.arange(past, past + t, device=hidden.device)[None]  # (1, T)
-        mask = causal_mask(past, t, hidden.dtype, hidden.device)
-        rotary = self.base.rotary_emb(hidden, position_ids=position_ids)
-        for layer in layers:
-            hidden = layer(hidden, attention_mask=mask, position_embeddings=rotary, position_ids=position_ids,
-                           past_key_values=cache, use_cache=True)
-        return hidden
+        return run_layers(self.base, layers, hidden, past, cache)
 
 
 class DraftRunner:

@@ -30,7 +30,7 @@ from typing import Callable
 import torch
 
 from ..engine.forward import decoder_parts
-from ..engine.self_draft import causal_mask
+from ..engine.forward import causal_mask
 from ..errors import ExplorerError
 from ..exits import ExitHead
 from ..models import LoadedModel
