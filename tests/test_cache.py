@@ -71,3 +71,30 @@ def test_decoding_leaves_the_model_untouched(default_model):
     assert default_model.model.config.to_dict() == config_before
     assert len(default_model.model.model.layers) == layers_before
     assert float(weight.sum()) == checksum and not weight.requires_grad
+
+
+def test_growing_layer_appends_in_place_and_survives_crops_and_reassignment():
+    """``GrowingLayer`` holds what ``DynamicLayer`` holds after any sequence of updates, crops and an
+    outside reassignment of its keys (BiTA's compaction), while appending into one buffer."""
+    from transformers.cache_utils import DynamicLayer
+
+    from explorer.engine.cache import GrowingLayer
+
+    torch.manual_seed(0)
+    grow, plain = GrowingLayer(), DynamicLayer()
+    steps = [("add", 5), ("add", 1), ("add", 3), ("crop", 2), ("add", 1), ("squeeze", None), ("add", 70), ("add", 2)]
+    for op, n in steps:
+        if op == "add":
+            k, v = torch.randn(1, 2, n, 4), torch.randn(1, 2, n, 4)
+            gk, gv = grow.update(k, v)
+            pk, pv = plain.update(k, v)
+            assert torch.equal(gk, pk) and torch.equal(gv, pv)
+        elif op == "crop":
+            grow.crop(-n), plain.crop(-n)
+        else:  # keep positions 0, 2, 4 only, as BiTA's compaction assigns a shorter view
+            for layer in (grow, plain):
+                layer.keys, layer.values = layer.keys[:, :, [0, 2, 4]], layer.values[:, :, [0, 2, 4]]
+        assert torch.equal(grow.keys, plain.keys) and grow.get_seq_length() == plain.get_seq_length()
+    buffer = grow._key_buffer
+    grow.update(torch.randn(1, 2, 1, 4), torch.randn(1, 2, 1, 4))
+    assert grow._key_buffer is buffer  # room left: appended in place, no new buffer

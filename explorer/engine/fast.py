@@ -191,14 +191,10 @@ class FusedLlamaLayer(torch.nn.Module):
                 causal = True
             else:  # SDPA's causal flag aligns to the top-left corner; a past needs the explicit mask
                 mask = torch.ones(t, k.shape[2], dtype=torch.bool, device=k.device).tril(k.shape[2] - t)
-        if self.groups > 1:
-            if mask is None:
-                a = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=self.scaling, enable_gqa=True)
-            else:
-                k, v = k.repeat_interleave(self.groups, dim=1), v.repeat_interleave(self.groups, dim=1)
-                a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=self.scaling)
-        else:
-            a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, scale=self.scaling)
+        # grouped-query attention inside SDPA, mask or not: HF repeats K and V per query head when there is a
+        # mask (a copy of the cache per layer, ≈ 45 µs at 130 positions); same result here, 28 µs against 48
+        a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, scale=self.scaling,
+                                           enable_gqa=self.groups > 1)  # (B, N, T, D)
         a = a.transpose(1, 2).reshape(b, t, -1)  # (B, T, N·D)
         hidden_states = hidden_states + self.o_proj(a)
         x = self._rms_norm(hidden_states, self.norm_post)

@@ -25,7 +25,7 @@ import torch
 from transformers import DynamicCache
 
 from ..exits import ExitHead
-from .cache import common_prefix
+from .cache import common_prefix, new_cache
 from .fast import PackedLinear, fast_view, packable
 from .forward import fast_decoder, lm_head, run_layers
 
@@ -56,8 +56,8 @@ class SelfSpeculation:
             self.draft_rows = PackedLinear(self.draft_rows)
         self.exit_layer = None if head.layer is None else fast_view(head.layer)
         self.vocab_size = self.lm_head.weight.shape[0]
-        self.cache = DynamicCache()
-        self.exit_cache = DynamicCache()
+        self.cache = new_cache()
+        self.exit_cache = new_cache()
         self.ids: list[int] = []
         self.hidden: torch.Tensor | None = None  # (1, len(ids), H): h_N per position
         self.top: torch.Tensor | None = None  # (1, high_len, H): the target's final normed state per position

@@ -117,7 +117,9 @@ def build_demo() -> gr.Blocks:
                     draft = gr.Dropdown(DRAFTS, value=first.draft, label="Drafter", allow_custom_value=True,
                                         info="model:<name> · early-exit:N · prompt-lookup:n", elem_id="draft")
                     controller = gr.Radio(list(CONTROLLERS), value="fixed", label="γ controller",
-                                          info="heuristic: +2 after a full accept, −1 otherwise", elem_id="controller")
+                                          info="heuristic: +2 after a full accept, −1 otherwise · cost-aware and *-priced: "
+                                               "draft only what pays at this machine's measured costs",
+                                          elem_id="controller")
                 with gr.Row():
                     gamma = gr.Slider(1, min(MAX_GAMMA, 16), value=4, step=1, precision=0,
                                       label="γ: tokens drafted per round", elem_id="gamma")

@@ -233,8 +233,10 @@ def decisions_figure(trace, round_index: int) -> go.Figure:
     fates = step_fates(r)
     fates += ["not drafted"] * (len(thetas) - len(fates))
     tokens = [label(trace, t) for t in r.drafted] + ["—"] * (len(thetas) - len(r.drafted))
-    decisions = [("continue (χ = 1)" if cont[i] else "stop (χ = 0)") if i < len(cont) else "not recorded"
-                 for i in range(len(thetas))]
+    priced = c.get("priced") is True  # beta-ts-priced / cali-ts-priced: θ decides through the measured costs
+    go_text, stop_text = (("continue: a longer draft pays at θ", "stop: no longer draft pays at θ") if priced
+                          else ("continue (χ = 1)", "stop (χ = 0)"))
+    decisions = [(go_text if cont[i] else stop_text) if i < len(cont) else "not recorded" for i in range(len(thetas))]
     fig = go.Figure()
     for fate in ("accepted", "rejected", "discarded", "not drafted"):
         idx = [i for i, f in enumerate(fates) if f == fate]
@@ -272,9 +274,14 @@ def decisions_figure(trace, round_index: int) -> go.Figure:
                 hovertemplate="step %{x}<br>θ_M = %{y:.3f}<extra></extra>"))
         subtitle = (f"θ̂ {_num(c.get('theta_hat'), 3)} → {_num(c.get('theta_hat_after'), 3)} (eq. 10) · "
                     f"n = {c.get('n', '?')} verifications before this round")
+    if priced:
+        ratios = ", ".join(_num(x) for x in (c.get("verify_ratio") or [])[:6] if isinstance(x, (int, float)))
+        subtitle += (f" · priced stop rule: went on only while, at the sampled θ, a longer draft gave more tokens "
+                     f"per second at c = {_num(c.get('c'), 3)} and T(k+1)/T(1) = {ratios or '?'}")
     # decision markers in colours no fate uses here, so they do not read as token fates
-    for go_on, name, symbol, colour in ((True, "continue drafting (χ = 1)", "triangle-right", CONTINUE_COLOUR),
-                                        (False, "stop drafting (χ = 0)", "x", MEAN_COLOUR)):
+    for go_on, name, symbol, colour in ((True, f"{go_text if priced else 'continue drafting (χ = 1)'}",
+                                         "triangle-right", CONTINUE_COLOUR),
+                                        (False, f"{stop_text if priced else 'stop drafting (χ = 0)'}", "x", MEAN_COLOUR)):
         idx = [i for i in range(min(len(cont), len(thetas))) if bool(cont[i]) is go_on]
         if idx:
             fig.add_trace(go.Scatter(
