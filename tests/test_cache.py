@@ -1,6 +1,8 @@
 """KV caches roll back exactly: after a rejection nothing stale remains, and what is kept equals a
 fresh computation (fp32; tolerance 1e-4 on logits, ~1e-6 of their scale)."""
 
+import torch
+
 import explorer
 from explorer.engine.cache import CachedForward, common_prefix, crop_cache
 from explorer.engine.drafters import make_drafter
