@@ -22,6 +22,7 @@ import torch
 
 from . import theory
 from .api import _load_cached, decode
+from .engine import fast
 from .engine.costs import verify_cost_curve
 from .errors import ExplorerError
 from .exits import exit_for
@@ -149,6 +150,7 @@ def _run(model, systems, repeats, max_new_tokens, temperature, gamma, controller
         "model": model, "device": str(target.device), "dtype": str(target.dtype).replace("torch.", ""),
         "prompts": len(ids), "repeats": repeats, "max_new_tokens": max_new_tokens, "temperature": temperature,
         "gamma": gamma, "controller": controller, "torch_threads": torch.get_num_threads(), "quick": quick,
+        "fast_path": fast.enabled(),
     }}
 
 
@@ -296,5 +298,6 @@ def markdown(report: dict) -> str:
                  + ", ".join(f"{x:.2f}" for x in m["verify_cost_ratio"]))
     lines.append(f"\n{m['model']} on {m['device']} ({m['dtype']}, {m['torch_threads']} threads), {m['prompts']} prompts "
                  f"× {m['repeats']} repeats, {m['max_new_tokens']} new tokens, temperature {m['temperature']}, "
-                 f"γ = {m['gamma']} ({m['controller']}).")
+                 f"γ = {m['gamma']} ({m['controller']})"
+                 + {True: "; our decoding on the CPU fast path.", False: "; CPU fast path off."}.get(m.get("fast_path"), "."))
     return "\n".join(lines)
