@@ -29,6 +29,7 @@ import torch
 from safetensors import SafetensorError
 from transformers import DynamicCache
 
+from .engine.cache import new_cache
 from .engine.forward import decoder_parts
 from .errors import ExplorerError
 from .exits import fingerprint
@@ -72,10 +73,13 @@ class BitaTokens:
         return f"trained BiTA tokens {self.path.name} ({self.n_prompt} prompt, {self.n_masks} mask{extra})"
 
     def prompt_cache(self) -> DynamicCache:
-        """A fresh cache holding the P prompt tokens' keys and values in every layer (batch 1)."""
-        if self.n_prompt == 0:
-            return DynamicCache()
-        return DynamicCache(ddp_cache_data=[(k[None], v[None]) for k, v in zip(self.prompt_keys, self.prompt_values)])
+        """A fresh cache (layers growing in place, ``engine.cache``) holding the P prompt tokens' keys and
+        values in every layer (batch 1)."""
+        cache = new_cache()
+        if self.n_prompt:
+            for i, (k, v) in enumerate(zip(self.prompt_keys, self.prompt_values)):
+                cache.update(k[None], v[None], i)  # (1, G, P, D) each
+        return cache
 
 
 def _shapes(model: torch.nn.Module) -> tuple[int, int, int, int]:

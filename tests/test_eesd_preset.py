@@ -14,7 +14,7 @@ def test_the_preset_names_a_shipped_exit_and_a_known_controller(default_model):
     preset = explorer.eesd_preset(default_model.model)
     kind, n = preset["draft"].split(":")
     assert kind == "early-exit" and exits.find_exit(default_model.model, int(n)) is not None
-    assert preset["controller"] in ("beta-ts", "cali-ts") and 1 <= preset["gamma"] <= 16
+    assert preset["controller"] in ("beta-ts", "cali-ts", "beta-ts-priced", "cali-ts-priced") and 1 <= preset["gamma"] <= 16
     assert preset["why"]
     presets = json.loads((exits.ARTIFACT_DIR / "presets.json").read_text())
     assert exits.fingerprint(default_model.model) in presets

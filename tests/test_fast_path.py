@@ -52,7 +52,7 @@ def test_fused_layer_equals_the_llama_layer_with_a_past_and_a_mask(tiny_target):
 
     base = tiny_target.model.model
     layer, fused = base.layers[0], FusedLlamaLayer(base.layers[0])
-    h = torch.randn(1, 5, base.config.hidden_size)
+    h = torch.randn(1, 5, base.config.hidden_size, generator=torch.Generator().manual_seed(0))
     pos = torch.arange(5)[None]
     rotary = base.rotary_emb(h, position_ids=pos)
     mask = torch.full((2, 5), torch.finfo(h.dtype).min).triu(4)[None, None]  # query i sees keys 0..3+i
@@ -65,8 +65,8 @@ def test_fused_layer_equals_the_llama_layer_with_a_past_and_a_mask(tiny_target):
             second = module(h[:, 3:], attention_mask=mask, position_ids=pos[:, 3:], past_key_values=cache,
                             use_cache=True, position_embeddings=tuple(r[:, 3:] for r in rotary))
         outs.append((first, second, cache.layers[0].keys.clone()))
-    for a, b in zip(*outs):
-        assert (a - b).abs().max() < 1e-5
+    for a, b in zip(*outs):  # float rounding only: activations here are O(10), differences O(1e-5)
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-4)
 
 
 def test_a_weight_changed_in_place_makes_a_new_view():

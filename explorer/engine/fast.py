@@ -24,14 +24,20 @@ Shape legend: R rows (tokens), I input features, O output features.
 from __future__ import annotations
 
 import copy
+import functools
 import os
+import threading
 import weakref
 
 import torch
 import torch.nn.functional as F
 
-PACK_ROWS = int(os.environ.get("EXPLORER_PACK_ROWS", "8"))  # oneDNN's layout hint: the rows a call is expected to have
+# oneDNN picks the packed layout for the number of rows a call is expected to have. Laid out for 1 row,
+# every multi-row call is slow again (a 3072 × 576 weight: 0.09 ms for 1 row, 0.21 for 2, 0.31 for 8);
+# for 8 rows, 1 row costs no more and 2-8 rows little more (0.07, 0.08, 0.18 ms): verification's sizes.
+PACK_ROWS = 8
 
+_LOCK = threading.Lock()
 _VIEWS: "weakref.WeakKeyDictionary[torch.nn.Module, tuple[torch.nn.Module, list]]" = weakref.WeakKeyDictionary()
 
 
@@ -41,6 +47,7 @@ def enabled() -> bool:
         and _onednn_linear_available()
 
 
+@functools.lru_cache(maxsize=1)
 def _onednn_linear_available() -> bool:
     try:
         return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise") \
@@ -80,17 +87,21 @@ class PackedLinear(torch.nn.Module):
 
 def fast_view(module: torch.nn.Module) -> torch.nn.Module:
     """``module`` with every linear layer packed, sharing everything else; ``module`` itself where the
-    packed kernel does not apply (see the module docstring)."""
-    weights = [m.weight for m in module.modules() if isinstance(m, torch.nn.Linear)]
-    if not weights or not all(packable(w) for w in weights):
+    packed kernel does not apply (see the module docstring). Cheap after the first call (a decode path
+    may ask once per forward): the module tree is walked only to build a view."""
+    if not enabled():
         return module
     cached = _VIEWS.get(module)
-    if cached is not None and all(w is s and w._version == v for w, (s, v) in zip(weights, cached[1])) \
-            and len(weights) == len(cached[1]):
-        return cached[0]
-    view = _shadow(module, {})
-    _VIEWS[module] = (view, [(w, w._version) for w in weights])
-    return view
+    if cached is None or not all(w._version == v for w, v in cached[1]):
+        with _LOCK:  # two sessions' first decodes at once build one view, not two
+            cached = _VIEWS.get(module)
+            if cached is None or not all(w._version == v for w, v in cached[1]):
+                weights = [m.weight for m in module.modules() if isinstance(m, torch.nn.Linear)]
+                fits = bool(weights) and all(packable(w) for w in weights)
+                # None: no view fits (and no strong reference back to the key, which would keep it alive)
+                cached = (_shadow(module, {}) if fits else None, [(w, w._version) for w in weights])
+                _VIEWS[module] = cached
+    return module if cached[0] is None else cached[0]
 
 
 def _shadow(module: torch.nn.Module, done: dict[int, torch.nn.Module]) -> torch.nn.Module:
