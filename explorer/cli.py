@@ -81,6 +81,14 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--prompts", type=int, help="use only the first N prompts of the shipped set")
     sweep.add_argument("--out", default="sweep.json", help="JSON report (default sweep.json)")
 
+    profile = sub.add_parser("profile", help="measure T(n), the target's forward cost for n new tokens, and its parts")
+    profile.add_argument("--model", default="default")
+    profile.add_argument("--tokens", default="1,2,3,4,5,8,16", help="the n to measure, comma-separated")
+    profile.add_argument("--context", type=int, default=128, help="cached tokens before the measured ones")
+    profile.add_argument("--repeats", type=int, default=15)
+    profile.add_argument("--device", help="cpu | cuda (default: cuda when present)")
+    profile.add_argument("--dtype", help="float32 | bfloat16 | float16")
+
     train = sub.add_parser("train", help="train a draft offline on the target's own answers (self-distillation)",
                            description="Offline trainers. Each writes an artifact (weights + JSON manifest) that "
                                        "the decoding methods find by the target model's fingerprint.")
@@ -167,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "train":
             return args.handler(args, argv if argv is not None else sys.argv[1:])
-        return {"bench": _bench, "sweep": _sweep}.get(args.command, _run)(args)
+        return {"bench": _bench, "sweep": _sweep, "profile": _profile}.get(args.command, _run)(args)
     except ExplorerError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -206,6 +214,22 @@ def _run(args) -> int:
             raise ExplorerError(f"cannot write the trace to {args.out!r}: {err.strerror}") from None
     print(trace.text)
     print(summary_line(trace), file=sys.stderr if os.environ.get("EXPLORER_SUMMARY_TO_STDERR") else sys.stdout)
+    return 0
+
+
+def _profile(args) -> int:
+    from .models import load
+    from .profile import report
+
+    try:
+        sizes = tuple(int(x) for x in args.tokens.split(",") if x.strip())
+    except ValueError:
+        raise ExplorerError("--tokens must be comma-separated whole numbers, e.g. 1,2,4,8") from None
+    if not sizes or sizes[0] != 1 or any(not 1 <= n <= 256 for n in sizes):
+        raise ExplorerError("--tokens must start with 1 (the ratios are to T(1)) and stay within 1..256")
+    if not 1 <= args.context <= 4096 or not 1 <= args.repeats <= 1000:
+        raise ExplorerError("--context must be 1..4096 and --repeats 1..1000")
+    print(report(load(args.model, device=args.device, dtype=args.dtype), sizes, args.context, args.repeats))
     return 0
 
 

@@ -46,9 +46,20 @@ def test_default_model_cli_demo():
     (["run", "--model", "tiny-random", "--prompt-ids", "1,x"], "comma-separated"),
     (["run", "--model", "tiny-random", "--prompt", "x", "--out", "/no/such/dir/t.json"], "cannot write"),
     (["fly"], "invalid choice"),
+    (["profile", "--model", "tiny-random", "--tokens", "2,4"], "must start with 1"),
+    (["profile", "--model", "tiny-random", "--tokens", "1,x"], "comma-separated"),
 ])
 def test_bad_arguments_exit_nonzero_with_one_line(args, message):
     out = cli(*args)
     assert out.returncode == 2
     assert message in out.stderr and "Traceback" not in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_profile_prints_t_of_n_for_both_forwards_and_the_parts():
+    out = cli("profile", "--model", "tiny-random", "--tokens", "1,2,4", "--repeats", "2")
+    assert out.returncode == 0, out.stderr
+    rows = {line.split("|")[1].strip(): line for line in out.stdout.splitlines() if line.startswith("| ")}
+    assert "model's own forward" in rows and "fast path" in rows and "linear layers (matmuls)" in rows
+    own = [float(x) for x in rows["model's own forward"].strip(" |").split("|")[1:]]
+    assert len(own) == 3 + 2 and all(x > 0 for x in own)  # T(1), T(2), T(4) in ms, then two ratios
