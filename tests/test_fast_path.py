@@ -93,3 +93,17 @@ def test_not_applied_where_it_does_not_fit():
     """bf16 weights (or CUDA) keep the module itself; a packed linear needs float32 on the CPU."""
     model = explorer.load("tiny-random:7", dtype="bfloat16").model
     assert fast_view(model) is model
+
+
+def test_a_view_goes_with_its_model():
+    """Views are kept per model and process, but never keep a model alive (a server that drops a model
+    from its cache gets the memory back, packed copies included)."""
+    import gc
+    import weakref
+
+    model = explorer.load("tiny-random:9").model
+    view = fast_view(model)
+    model_ref, view_ref = weakref.ref(model), weakref.ref(view)
+    del model, view
+    gc.collect()
+    assert model_ref() is None and view_ref() is None
