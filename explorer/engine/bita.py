@@ -242,8 +242,12 @@ def compact_cache(cache, keep: int, rows: list[int]) -> None:
 
 class TargetRows:
     """The target's distribution after the context (row 0) and after tree node i (row i + 1), computed
-    on demand from the final hidden states: a walk visits at most depth + 1 rows of the tree, and the
-    49152-row LM head is the largest single cost of a row on the CPU (ENVIRONMENT.md)."""
+    from the final hidden states in batches: the 49152-row LM head is the largest single matmul of a
+    round, and it is bound by reading its weights, so on the CPU fast path one call costs about the same
+    for 1 row as for 16 (README, "CPU fast path"). A tree of up to ``EAGER_ROWS`` rows is computed in one
+    call before the walk (``all``); a larger one row by row as the walk visits it (at most depth + 1)."""
+
+    EAGER_ROWS = 16
 
     def __init__(self, head: torch.nn.Module, hidden: torch.Tensor, sampling: SamplingConfig):
         self.head, self.hidden, self.sampling = head, hidden, sampling  # hidden: (1 + N, H)
@@ -266,6 +270,17 @@ class TargetRows:
 
     def known(self) -> set[int]:
         return set(self._rows)
+
+    def all_if_small(self, extra: torch.Tensor | None = None) -> torch.Tensor | None:
+        """Every row in one LM-head call when the tree is small (instead of one call per row walked);
+        ``extra`` hidden rows (E, H) ride along in the same call and come back as logits (E, V)."""
+        n_extra = 0 if extra is None else extra.shape[0]
+        if len(self) + n_extra > self.EAGER_ROWS:
+            return None
+        with torch.inference_mode():
+            logits = self.head(self.hidden if extra is None else torch.cat([self.hidden, extra]))  # (N + E, V)
+            self._rows.update(enumerate(distribution(logits[: len(self)], self.sampling)))
+        return None if extra is None else logits[len(self):]
 
 
 def walk(layout: Layout, p, sampling: SamplingConfig, generator) -> tuple[list[int], int]:
@@ -319,6 +334,9 @@ def bita_rounds(target, tokens, cfg: BitaConfig, sampling: SamplingConfig, promp
         with torch.inference_mode():
             hidden = tree_forward(model, masks, cache, tail, layout, n_prompt, cached)  # (R, H)
         p = TargetRows(head, hidden[len(tail) - 1: len(tail) + layout.n_nodes], sampling)
+        # the chain's next candidates come from its one mask group, known before the walk: same head call
+        chain_masks = hidden[len(tail) + layout.group_start(-1):][: cfg.masks] if cfg.tree == "straightforward" else None
+        mask_logits = p.all_if_small(chain_masks)  # (M, V) for the chain, else None
         verified_at = clock()
 
         # 3. accept: follow the target's token down the tree while it is a child of the current node
@@ -351,7 +369,9 @@ def bita_rounds(target, tokens, cfg: BitaConfig, sampling: SamplingConfig, promp
         if not finished and first_slot < cfg.masks:
             start_row = len(tail) + layout.group_start(owner)
             with torch.inference_mode():
-                q = head(hidden[start_row + first_slot: start_row + cfg.masks]).float().softmax(dim=-1)  # (M', V)
+                logits = mask_logits[first_slot:] if mask_logits is not None else \
+                    head(hidden[start_row + first_slot: start_row + cfg.masks])
+                q = logits.float().softmax(dim=-1)  # (M', V)
                 top = torch.topk(q, cfg.k, dim=-1)
             candidates = [list(zip(ids, probs)) for ids, probs in zip(top.indices.tolist(), top.values.tolist())]
         else:
