@@ -8,7 +8,8 @@ reordered once into its blocked layout is faster for one row and grows much more
 
 How, without touching the shared model: ``fast_view(module)`` returns a *shadow* of the module tree —
 new module objects whose parameters and buffers are the originals' own tensors (nothing copied), except
-that every ``nn.Linear`` becomes a ``PackedLinear`` holding the reordered weight. The model itself stays
+that every ``nn.Linear`` becomes a ``PackedLinear`` holding the reordered weight and every plain Llama
+decoder layer a ``FusedLlamaLayer`` (q/k/v in one packed GEMM, gate/up in another). The model itself stays
 as it was: HF ``generate`` (the benchmark's baseline), HF assisted generation and the trainers run it
 unchanged, while the engine's decode paths run the view. A view is made once per module and process and
 made again if a source weight was changed in place since (the tensor's version counter), so a view never
