@@ -275,9 +275,9 @@ def decisions_figure(trace, round_index: int) -> go.Figure:
         subtitle = (f"θ̂ {_num(c.get('theta_hat'), 3)} → {_num(c.get('theta_hat_after'), 3)} (eq. 10) · "
                     f"n = {c.get('n', '?')} verifications before this round")
     if priced:
-        ratios = ", ".join(_num(x) for x in (c.get("verify_ratio") or [])[:6] if isinstance(x, (int, float)))
-        subtitle += (f" · priced stop rule: went on only while, at the sampled θ, a longer draft gave more tokens "
-                     f"per second at c = {_num(c.get('c'), 3)} and T(k+1)/T(1) = {ratios or '?'}")
+        ratios = ", ".join(_num(x) for x in (c.get("verify_ratio") or [])[:4] if isinstance(x, (int, float)))
+        subtitle += (f"<br>priced: went on while a longer draft paid at the sampled θ "
+                     f"(c = {_num(c.get('c'))}, T(k+1)/T(1) = {ratios or '?'}, …)")
     # decision markers in colours no fate uses here, so they do not read as token fates
     for go_on, name, symbol, colour in ((True, f"{go_text if priced else 'continue drafting (χ = 1)'}",
                                          "triangle-right", CONTINUE_COLOUR),
