@@ -276,7 +276,7 @@ def decisions_figure(trace, round_index: int) -> go.Figure:
                     f"n = {c.get('n', '?')} verifications before this round")
     if priced:
         ratios = ", ".join(_num(x) for x in (c.get("verify_ratio") or [])[:4] if isinstance(x, (int, float)))
-        subtitle += (f"<br>priced: went on while a longer draft paid at the sampled θ "
+        subtitle += (f"</sup><br><sup>priced: went on while a longer draft paid at the sampled θ "
                      f"(c = {_num(c.get('c'))}, T(k+1)/T(1) = {ratios or '?'}, …)")
     # decision markers in colours no fate uses here, so they do not read as token fates
     for go_on, name, symbol, colour in ((True, f"{go_text if priced else 'continue drafting (χ = 1)'}",
