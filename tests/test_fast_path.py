@@ -107,3 +107,13 @@ def test_a_view_goes_with_its_model():
     del model, view
     gc.collect()
     assert model_ref() is None and view_ref() is None
+
+
+def test_decoding_with_the_path_off_is_still_exact(default_model, monkeypatch):
+    """``EXPLORER_FAST_PATH=0``: the model's own modules (and a plain matmul for a trained exit's
+    restricted head) give the same greedy tokens as with the path on."""
+    prompt = "List three uses of copper."
+    on = explorer.decode(default_model, prompt, draft="early-exit:4", max_new_tokens=16)
+    monkeypatch.setenv("EXPLORER_FAST_PATH", "0")
+    off = explorer.decode(default_model, prompt, draft="early-exit:4", max_new_tokens=16)
+    assert off.output_ids == on.output_ids and off.summary.accepted > 0

@@ -92,17 +92,23 @@ def fast_view(module: torch.nn.Module) -> torch.nn.Module:
     may ask once per forward): the module tree is walked only to build a view."""
     if not enabled():
         return module
-    cached = _VIEWS.get(module)
-    if cached is None or not all(w._version == v for w, v in cached[1]):
+    cached = _fresh_view(module)
+    if cached is None:
         with _LOCK:  # two sessions' first decodes at once build one view, not two
-            cached = _VIEWS.get(module)
-            if cached is None or not all(w._version == v for w, v in cached[1]):
+            cached = _fresh_view(module)
+            if cached is None:
                 weights = [m.weight for m in module.modules() if isinstance(m, torch.nn.Linear)]
                 fits = bool(weights) and all(packable(w) for w in weights)
                 # None: no view fits (and no strong reference back to the key, which would keep it alive)
                 cached = (_shadow(module, {}) if fits else None, [(w, w._version) for w in weights])
                 _VIEWS[module] = cached
     return module if cached[0] is None else cached[0]
+
+
+def _fresh_view(module: torch.nn.Module):
+    """The cached (view, weight versions) of ``module`` if no source weight changed since, else None."""
+    cached = _VIEWS.get(module)
+    return cached if cached is not None and all(w._version == v for w, v in cached[1]) else None
 
 
 def _shadow(module: torch.nn.Module, done: dict[int, torch.nn.Module]) -> torch.nn.Module:

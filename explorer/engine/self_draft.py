@@ -50,10 +50,10 @@ class SelfSpeculation:
         self.device = device
         self.lm_head = model.get_output_embeddings()
         self.logits_of = lm_head(model)  # the same head, in the fastest form for this device (engine.forward)
-        # the draft's head rows: a copy of the scored rows, so a step multiplies (V', H) and not (V, H)
-        self.draft_rows = None if head.vocab is None else self.lm_head.weight[head.vocab].detach().clone()
-        if self.draft_rows is not None and packable(self.draft_rows):
-            self.draft_rows = PackedLinear(self.draft_rows)
+        # the draft's head rows as a function (H,) -> (V',): a copy of the scored rows, so a step multiplies
+        # (V', H) and not (V, H), packed like every linear on the CPU fast path
+        rows = None if head.vocab is None else self.lm_head.weight[head.vocab].detach().clone()
+        self.draft_rows = None if rows is None else PackedLinear(rows) if packable(rows) else rows.__matmul__
         self.exit_layer = None if head.layer is None else fast_view(head.layer)
         self.vocab_size = self.lm_head.weight.shape[0]
         self.cache = new_cache()
@@ -84,8 +84,7 @@ class SelfSpeculation:
                 logits = self.logits_of(x)
             else:
                 logits = torch.full((self.vocab_size,), float("-inf"), dtype=x.dtype, device=x.device)
-                rows = self.draft_rows(x) if isinstance(self.draft_rows, PackedLinear) else self.draft_rows @ x
-                logits[self.head.vocab] = rows
+                logits[self.head.vocab] = self.draft_rows(x)
         self.draft_forwards += 1
         return logits
 
