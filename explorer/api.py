@@ -22,6 +22,7 @@ from .engine.sampling import Rng, SamplingConfig
 from .engine.speculative import decode_rounds
 from .engine.trace import RoundTrace, RunTrace, Settings, Summary
 from .errors import ExplorerError
+from .limits import MAX_NEW_TOKENS
 from . import exits
 from .models import LoadedModel, load
 
@@ -36,7 +37,6 @@ METHODS = {
             "next one, in one forward pass (no draft model)",
 }
 LOSSY = frozenset({"bild"})
-MAX_NEW_TOKENS = 4096
 
 
 class Decoding:

@@ -18,9 +18,8 @@ import torch
 
 from .. import theory
 from ..errors import ExplorerError
+from ..limits import MAX_GAMMA
 from .trace import Timing
-
-MAX_GAMMA = 64
 
 
 class Controller(Protocol):

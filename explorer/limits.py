@@ -1,0 +1,69 @@
+"""Every bound the explorer enforces, in one place: the API, the CLI and the page read them from here.
+
+The explorer is meant to run as a public Space where strangers type prompts and upload traces, so each
+size a user controls has a ceiling. Each is overridable by an environment variable (read once, at
+import); a value that is not a whole number in the allowed range is ignored with a warning, so a typo
+never lifts a bound. ``SECURITY.md`` states the threat model these serve.
+
+On a Hugging Face Space (``SPACE_ID`` is set) ``hf:`` models are limited to an allow-list; elsewhere
+any Hub id may be loaded (the person running the process owns the machine).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+log = logging.getLogger(__name__)
+
+ON_SPACE = "SPACE_ID" in os.environ
+
+
+def _env_int(name: str, default: int, lowest: int, highest: int) -> int:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = None
+    if value is None or not lowest <= value <= highest:
+        log.warning("%s=%r ignored: use a whole number from %d to %d; keeping %d", name, raw, lowest, highest, default)
+        return default
+    return value
+
+
+# -- a decode -----------------------------------------------------------------------------------------
+MAX_NEW_TOKENS = _env_int("EXPLORER_MAX_NEW_TOKENS", 4096, 1, 32768)
+MAX_GAMMA = 64  # tokens drafted per round: beyond this no draft in this project is accepted anyway
+MAX_PROMPT_CHARS = _env_int("EXPLORER_MAX_PROMPT_CHARS", 32_000, 1, 10_000_000)
+MAX_SEED = 2**63 - 1  # NumPy's and torch's generators take 64-bit seeds
+MAX_SPEC_CHARS = 200  # a model or draft spec; longer ones are refused, and never echoed whole
+
+# -- uploaded traces and reports ----------------------------------------------------------------------
+MAX_TRACE_BYTES = _env_int("EXPLORER_MAX_TRACE_MB", 32, 1, 4096) * 2**20
+MAX_TRACE_ROUNDS = _env_int("EXPLORER_MAX_TRACE_ROUNDS", 4096, 1, 1_000_000)
+MAX_TRACE_TOKENS = _env_int("EXPLORER_MAX_TRACE_TOKENS", 40_000, 1, 10_000_000)  # prompt + output
+MAX_TOKEN_ID = 2**31 - 1  # no vocabulary is larger; an id beyond the model's shows as <id>
+MAX_JSON_DEPTH = 32  # a trace nests 6 deep; 10 000-deep JSON would exhaust Python's recursion
+
+# -- loaded models ------------------------------------------------------------------------------------
+MODEL_CACHE_BYTES = _env_int("EXPLORER_MODEL_CACHE_MB", 4096, 64, 1_000_000) * 2**20
+HF_MAX_PARAMS = _env_int("EXPLORER_HF_MAX_PARAMS_M", 1000 if ON_SPACE else 1_000_000, 1, 1_000_000) * 10**6
+
+
+def hf_allow_list() -> frozenset[str] | None:
+    """Hub ids an ``hf:`` model may name: ``EXPLORER_HF_ALLOW`` (comma-separated; ``*`` = any), by
+    default the SmolLM2 family on a Space and any id elsewhere (``None``)."""
+    raw = os.environ.get("EXPLORER_HF_ALLOW")
+    if raw is None:
+        raw = ("HuggingFaceTB/SmolLM2-135M-Instruct,HuggingFaceTB/SmolLM2-360M-Instruct,"
+               "HuggingFaceTB/SmolLM2-135M,HuggingFaceTB/SmolLM2-360M") if ON_SPACE else "*"
+    ids = {part.strip() for part in raw.split(",") if part.strip()}
+    return None if "*" in ids else frozenset(ids)
+
+
+def clip(text: object, limit: int = 80) -> str:
+    """``repr`` of a user's value cut to ``limit`` characters, for error messages that echo it."""
+    shown = repr(text)
+    return shown if len(shown) <= limit else shown[: limit - 1] + "…"
