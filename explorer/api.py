@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+from collections import OrderedDict
 from typing import Iterator
 
 
@@ -22,7 +23,7 @@ from .engine.sampling import Rng, SamplingConfig
 from .engine.speculative import decode_rounds
 from .engine.trace import RoundTrace, RunTrace, Settings, Summary
 from .errors import ExplorerError
-from .limits import MAX_NEW_TOKENS
+from .limits import MAX_NEW_TOKENS, MAX_PROMPT_CHARS, MODEL_CACHE_BYTES, MAX_SEED, MAX_SPEC_CHARS, clip
 from . import exits
 from .models import LoadedModel, load
 
@@ -164,6 +165,7 @@ def stream(model, prompt: str | None = None, *, prompt_ids: list[int] | None = N
     (efficient | full | straightforward), ``bita_masks`` (M; default: all the tokens' masks), ``bita_top_k``
     and ``bita_tokens`` (auto: the tokens shipped for the model, else untrained; untrained; or a path).
     """
+    model, draft = _spec(model, "model"), _spec(draft, "draft")
     target = _load_cached(model, device, dtype)
     method = method or ("speculative" if draft is not None else "ar")
     if method not in METHODS:
@@ -176,8 +178,8 @@ def stream(model, prompt: str | None = None, *, prompt_ids: list[int] | None = N
     gamma = 4 if gamma is None else gamma
     controller = controller or "fixed"
     cfg = SamplingConfig(float(temperature), top_k, float(top_p))
-    if not isinstance(seed, int) or seed < 0:
-        raise ExplorerError(f"seed must be a whole number >= 0, got {seed!r}")
+    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed <= MAX_SEED:
+        raise ExplorerError(f"seed must be a whole number from 0 to 2^63 - 1, got {clip(seed)}")
     ctrl = make_controller(controller, gamma, lambda: verify_cost_curve(target, max_tokens=gamma + 1), seed=seed)
     if not isinstance(max_new_tokens, int) or not 1 <= max_new_tokens <= MAX_NEW_TOKENS:
         raise ExplorerError(f"max_new_tokens must be a whole number from 1 to {MAX_NEW_TOKENS}, got {max_new_tokens!r}")
@@ -236,21 +238,48 @@ def decode(model, prompt: str | None = None, **kwargs) -> RunTrace:
     return stream(model, prompt, **kwargs).run()
 
 
-_LOADED: dict[tuple, LoadedModel] = {}
+# Loaded models, least recently used first, within ``limits.MODEL_CACHE_BYTES`` of weights: each
+# distinct spec (tiny-random:1, :2, ... or any hf: id) would otherwise stay in memory for good.
+_LOADED: OrderedDict[tuple, LoadedModel] = OrderedDict()
 # One load at a time: ``transformers`` builds models under process-wide init contexts (meta device), so
 # two threads loading at once (the app's preload and a first visitor) corrupt each other's weights.
 _LOAD_LOCK = threading.Lock()
 
 
 def _load_cached(spec, device, dtype) -> LoadedModel:
-    """Load each model spec once per process (thread-safe); loaded models are shared read-only."""
+    """Load each model spec once per process (thread-safe) and keep the most recently used ones that
+    fit the byte budget; loaded models are shared read-only. An evicted model that a decode still
+    holds lives on until that decode ends (it holds a reference), then memory is returned."""
     with _LOAD_LOCK:
         if not isinstance(spec, str):
             return load(spec, device=device, dtype=dtype)
         key = (spec.strip(), str(device), str(dtype))
-        if key not in _LOADED:
-            _LOADED[key] = load(spec, device=device, dtype=dtype)
-        return _LOADED[key]
+        if key in _LOADED:
+            _LOADED.move_to_end(key)
+            return _LOADED[key]
+        loaded = _LOADED[key] = load(spec, device=device, dtype=dtype)
+        while len(_LOADED) > 1 and sum(map(model_bytes, _LOADED.values())) > MODEL_CACHE_BYTES:
+            _LOADED.popitem(last=False)
+        return loaded
+
+
+def model_bytes(loaded: LoadedModel) -> int:
+    """Bytes of a model's parameters and buffers (tied weights counted once)."""
+    tensors = {t.data_ptr(): t for t in [*loaded.model.parameters(), *loaded.model.buffers()]}
+    return sum(t.numel() * t.element_size() for t in tensors.values())
+
+
+def _spec(value, what: str):
+    """A model or draft given as a spec string must be a short one (errors echo it); model objects and
+    ``None`` pass through."""
+    if value is None or not isinstance(value, (str, bytes, int, float, bool, list, tuple, dict)):
+        return value  # a LoadedModel or a transformers model
+    if not isinstance(value, str):
+        raise ExplorerError(f"{what} must be a spec string such as 'default', got {type(value).__name__} {clip(value)}")
+    if len(value) > MAX_SPEC_CHARS:
+        raise ExplorerError(f"the {what} spec has {len(value)} characters (at most {MAX_SPEC_CHARS}): "
+                            f"{clip(value, 40)}")
+    return value
 
 
 def _prompt_ids(target: LoadedModel, prompt, prompt_ids, chat: bool, max_new_tokens: int) -> list[int]:
@@ -264,7 +293,16 @@ def _prompt_ids(target: LoadedModel, prompt, prompt_ids, chat: bool, max_new_tok
     else:
         if prompt is None or not str(prompt).strip():
             raise ExplorerError("the prompt is empty: type some text (or pass prompt_ids)")
-        ids = target.encode(str(prompt), chat=chat)
+        prompt = str(prompt)
+        if len(prompt) > MAX_PROMPT_CHARS:
+            raise ExplorerError(f"the prompt has {len(prompt)} characters; the limit is {MAX_PROMPT_CHARS} "
+                                "(EXPLORER_MAX_PROMPT_CHARS): shorten it")
+        try:
+            prompt.encode("utf-8")
+        except UnicodeEncodeError as err:  # a lone surrogate, e.g. half of an emoji cut by a client
+            raise ExplorerError(f"the prompt is not valid text (character {err.start + 1} is a lone surrogate "
+                                f"{prompt[err.start]!r}): remove it or paste the text again") from None
+        ids = target.encode(prompt, chat=chat)
     if not ids:
         raise ExplorerError("the prompt has no tokens")
     limit = getattr(target.model.config, "max_position_embeddings", None)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from pathlib import Path
 
 import torch
 
+from . import limits
 from .errors import ModelLoadError
 
 DEFAULT_REPO = "HuggingFaceTB/SmolLM2-135M-Instruct"
@@ -164,7 +166,10 @@ def load(name, device: str | torch.device | None = None, dtype: str | torch.dtyp
         return name
     if isinstance(name, torch.nn.Module):
         return _wrap_object(name, tokenizer, device, dtype)
-    if not isinstance(name, str) or not name.strip():
+    if not isinstance(name, str):
+        raise ModelLoadError(f"a model is a spec string ('default', 'hf:ORG/NAME' or 'tiny-random[:SEED]') or a "
+                             f"model object, not {type(name).__name__}")
+    if not name.strip():
         raise ModelLoadError("model name is empty: use 'default', 'hf:ORG/NAME' or 'tiny-random[:SEED]'")
     spec = name.strip()
     dev = resolve_device(device)
@@ -279,9 +284,7 @@ def _load_hub(repo: str, dtype: torch.dtype):
     """Local Hub cache first (works offline), then the network with a short timeout."""
     from transformers import AutoModelForCausalLM
 
-    repo = repo.strip()
-    if repo.count("/") != 1 or not all(repo.split("/")):
-        raise ModelLoadError(f"'hf:{repo}' is not a Hub id: write hf:ORG/NAME, e.g. hf:{DEFAULT_REPO}")
+    repo = check_hub_id(repo)
     try:
         model = AutoModelForCausalLM.from_pretrained(repo, dtype=dtype, local_files_only=True)
         return model, _hub_tokenizer(repo, local_only=True)
@@ -300,13 +303,33 @@ def _load_hub(repo: str, dtype: torch.dtype):
     return model, _hub_tokenizer(repo, local_only=False)
 
 
+# A Hub id as the Hub spells them: ORG/NAME of letters, digits, '-', '_', '.' (no '..', no leading '.'),
+# so that nothing after hf: can name a folder on the server (from_pretrained would load a local path).
+_HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.-]{0,95}")
+
+
+def check_hub_id(repo: str) -> str:
+    """``repo`` when it is a Hub id this process may load (``limits.hf_allow_list``), else a
+    ``ModelLoadError`` saying why."""
+    repo = repo.strip()
+    if not _HUB_ID.fullmatch(repo) or ".." in repo:
+        raise ModelLoadError(f"{limits.clip('hf:' + repo, 60)} is not a Hub id: write hf:ORG/NAME, e.g. hf:{DEFAULT_REPO}")
+    if Path(repo).exists():
+        raise ModelLoadError(f"hf:{repo} names a folder on this server; hf: takes Hugging Face Hub ids only")
+    allowed = limits.hf_allow_list()
+    if allowed is not None and repo not in allowed:
+        raise ModelLoadError(f"hf:{repo} is not allowed here; this server loads {', '.join(sorted(allowed))} "
+                             "(EXPLORER_HF_ALLOW)")
+    return repo
+
+
 def _check_hub_reachable(repo: str) -> None:
     """Fail within seconds, with a reason, when the Hub is unreachable or the id unknown."""
     import huggingface_hub
     from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
 
     try:
-        huggingface_hub.model_info(repo, timeout=5)
+        info = huggingface_hub.model_info(repo, timeout=5)
     except RepositoryNotFoundError:
         raise ModelLoadError(f"hf:{repo} does not exist on the Hugging Face Hub (or is private)") from None
     except GatedRepoError:
@@ -316,6 +339,10 @@ def _check_hub_reachable(repo: str) -> None:
             f"the Hugging Face Hub is unreachable, so hf:{repo} cannot be downloaded "
             f"({_first_line(err)}): use the model 'default' offline"
         ) from None
+    params = getattr(getattr(info, "safetensors", None), "total", None)
+    if params is not None and params > limits.HF_MAX_PARAMS:
+        raise ModelLoadError(f"hf:{repo} has {params / 1e6:,.0f} M parameters; this server loads at most "
+                             f"{limits.HF_MAX_PARAMS / 1e6:,.0f} M (EXPLORER_HF_MAX_PARAMS_M)")
 
 
 def _hub_tokenizer(repo: str, local_only: bool):

@@ -85,6 +85,31 @@ def test_three_clients_decode_at_once(served):
     assert all(t.summary.new_tokens == 16 for t in traces)
 
 
+def test_a_cancelled_api_decode_stops_between_rounds(client, monkeypatch):
+    """job.cancel() frees the decode's concurrency slot at once, so the decode itself must stop too:
+    the rounds the server decodes (counted on the real stream) stop growing soon after the cancel."""
+    decoded = []
+    real_stream = explorer.stream
+
+    def counting_stream(*args, **kwargs):
+        decoding = real_stream(*args, **kwargs)
+        source = decoding._source
+        decoding._source = ((decoded.append(record.index) or (record, s)) for record, s in source)
+        return decoding
+
+    monkeypatch.setattr(explorer, "stream", counting_stream)
+    job = client.submit("abc", "ar", None, 4, 0.0, 1000, 0, "tiny-random:1:16", api_name="/decode")
+    deadline = time.monotonic() + 60
+    while len(decoded) < 5 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert len(decoded) >= 5, "the decode did not start"
+    job.cancel()
+    time.sleep(1.0)  # a round in flight when the cancel arrived may still finish
+    after_cancel = len(decoded)
+    time.sleep(1.5)
+    assert len(decoded) == after_cancel < 1000
+
+
 def test_the_page_has_the_contract_ids_and_lists_every_method(served):
     demo, _ = served
     components = {c.get("props", {}).get("elem_id"): c for c in demo.config["components"]}

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import statistics
 import time
+import weakref
 
 import torch
 
 from .cache import CachedForward
 from .forward import full_forward
 
-_CURVES: dict[tuple[int, str], tuple[float, ...]] = {}
+# Per model (weakly: an evicted model's curves go with it, and a new model never inherits an old id's).
+_CURVES: "weakref.WeakKeyDictionary[torch.nn.Module, dict[str, tuple[float, ...]]]" = weakref.WeakKeyDictionary()
 
 
 def verify_cost_curve(target, max_tokens: int = 17, context: int = 128, repeats: int = 5) -> tuple[float, ...]:
@@ -26,9 +28,10 @@ def verify_cost_curve(target, max_tokens: int = 17, context: int = 128, repeats:
     Made non-decreasing (a running maximum of the medians): running more tokens never costs less, and a
     noisy dip would otherwise tempt a policy into drafts that do not pay.
     """
-    key = (id(target.model), f"{target.device}:{max_tokens}:{context}")
-    if key in _CURVES:
-        return _CURVES[key]
+    curves = _CURVES.setdefault(target.model, {})
+    key = f"{target.device}:{max_tokens}:{context}"
+    if key in curves:
+        return curves[key]
     ids = [i % max(2, target.vocab_size - 1) + 1 for i in range(context + max_tokens)]
     runner = CachedForward(full_forward(target.model), target.device)
     runner.logits(ids[:context], 1)  # the cached prefix, and a warm-up
@@ -47,5 +50,5 @@ def verify_cost_curve(target, max_tokens: int = 17, context: int = 128, repeats:
     curve = []
     for n in sizes:
         curve.append(max([statistics.median(times[n])] + curve[-1:]))
-    _CURVES[key] = tuple(curve)
-    return _CURVES[key]
+    curves[key] = tuple(curve)
+    return curves[key]

@@ -7,6 +7,7 @@ autoregressive baseline, trace files, and turning every user error into one read
 
 from __future__ import annotations
 
+import html
 import logging
 import math
 import re
@@ -15,7 +16,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterator
 
 import gradio as gr
 
@@ -63,7 +64,7 @@ class Handlers:
                 options |= bild_options(fallback, rollback, no_rollback, small_steps)
             if options["method"] == "bita":
                 options |= bita_options(bita_tree, bita_masks, bita_top_k)
-            yield {p.status: f"⏳ Loading `{model}` and encoding the prompt…"}
+            yield {p.status: f"⏳ Loading {viz.safe_markdown(model)} and encoding the prompt…"}
             with LOAD_LOCK:
                 decoding = explorer.stream(model, prompt, **options)
             started = time.perf_counter()
@@ -100,8 +101,9 @@ class Handlers:
     def stop(self, request: gr.Request):
         """Ask this session's decode to stop after its current round (it keeps what it decoded)."""
         if not STOPS.request(session_id(request)):
-            return {}
-        return {self.page.status: "■ Stopping after the current round…"}
+            gr.Info("Nothing is running: Stop ends a decode after its current round.")
+            return gr.skip()  # the status keeps what it shows (one output: a dict would be its value)
+        return "■ Stopping after the current round…"
 
     def _measure_baseline(self, trace, alpha, c, c_hat, session):
         p = self.page
@@ -171,8 +173,10 @@ class Handlers:
         }
 
     def _error(self, message: str) -> dict:
-        gr.Warning(message)
-        return {self.page.status: f"⚠️ {message}"}
+        """One line in a toast and in the status; the message may echo what the user typed or uploaded,
+        so it is shown as literal text (``<name>`` stays visible, no tag can open)."""
+        gr.Warning(html.escape(message))
+        return {self.page.status: f"⚠️ {viz.safe_markdown(message)}"}
 
     # -- stepping through rounds --------------------------------------------------------------------
 
@@ -232,7 +236,7 @@ class Handlers:
             try:
                 preset = explorer.eesd_preset((model or "default").strip())
             except explorer.ExplorerError as err:
-                return {**updates, p.status: f"⚠️ {err}"}
+                return {**updates, p.status: f"⚠️ {viz.safe_markdown(err)}"}
             updates.update({p.draft: gr.Dropdown(value=preset["draft"], interactive=True),
                             p.controller: preset["controller"], p.gamma: preset["gamma"],
                             p.status: f"EESD preset: {preset['draft']}, {preset['controller']}, γ cap {preset['gamma']}. "
@@ -256,18 +260,27 @@ class Handlers:
 
     def api_decode(self, prompt: str, method: str = "speculative", draft: str | None = "early-exit:8",
                    gamma: int = 4, temperature: float = 0.0, max_new_tokens: int = 64, seed: int = 0,
-                   model: str = "default") -> str:
-        """Decode one prompt and return its trace as JSON (``explorer.load_trace`` reads it back)."""
+                   model: str = "default") -> Iterator[str]:
+        """Decode one prompt: a progress line per round, then the trace as JSON (the last output, what
+        ``Client.predict`` returns; ``explorer.load_trace`` reads it back).
+
+        A generator on purpose: Gradio resumes it once per round, so a cancelled job or a client that
+        went away ends the decode at the next round instead of running it to the end on cores whose
+        concurrency slot was already given to someone else."""
         try:
             options = decode_options(method, draft, gamma, "fixed", temperature, 0, 1.0, max_new_tokens, seed)
             with LOAD_LOCK:
                 decoding = explorer.stream(model, prompt, **options)
-            return decoding.run().to_json()
+            tokens = 0
+            for r in decoding:
+                tokens += len(r.emitted)
+                yield f"round {r.index + 1}: {tokens} / {options['max_new_tokens']} tokens"
+            yield decoding.trace().to_json()
         except explorer.ExplorerError as err:
-            raise gr.Error(str(err), print_exception=False) from None
+            raise gr.Error(str(err), print_exception=False) from None  # API clients get the plain line
         except Exception as err:
             log.exception("api decode failed")
-            raise gr.Error(f"unexpected error ({type(err).__name__}): {_first_line(err)}", print_exception=False) from None
+            raise gr.Error(f"unexpected error ({type(err).__name__})", print_exception=False) from None
 
 
 # -- helpers ----------------------------------------------------------------------------------------

@@ -16,7 +16,8 @@ import gradio as gr
 
 import explorer
 from explorer import viz
-from explorer.engine.controllers import CONTROLLERS, MAX_GAMMA
+from explorer.engine.controllers import CONTROLLERS
+from explorer.limits import MAX_GAMMA, MAX_NEW_TOKENS
 
 from .examples import EXAMPLES
 from .handlers import Handlers
@@ -121,9 +122,12 @@ def build_demo() -> gr.Blocks:
                                                "draft only what pays at this machine's measured costs",
                                           elem_id="controller")
                 with gr.Row():
-                    gamma = gr.Slider(1, min(MAX_GAMMA, 16), value=4, step=1, precision=0,
-                                      label="γ: tokens drafted per round", elem_id="gamma")
-                    max_new_tokens = gr.Slider(1, 512, value=64, step=1, precision=0, label="max new tokens",
+                    # Numbers, not sliders: a slider clamps a typed 100 to its end without a word; a number
+                    # reaches the engine, whose limits (explorer/limits.py, the API's and the CLI's too)
+                    # answer out-of-range values with one line on the page.
+                    gamma = gr.Number(4, label="γ: tokens drafted per round", info=f"1 to {MAX_GAMMA}",
+                                      elem_id="gamma")
+                    max_new_tokens = gr.Number(64, label="max new tokens", info=f"1 to {MAX_NEW_TOKENS}",
                                                elem_id="max-new-tokens")
                 with gr.Accordion("Sampling", open=True):
                     with gr.Row():
@@ -131,8 +135,8 @@ def build_demo() -> gr.Blocks:
                                                 elem_id="temperature")
                         top_p = gr.Slider(0.05, 1, value=1.0, step=0.05, label="top-p (1 = off)", elem_id="top-p")
                     with gr.Row():
-                        top_k = gr.Number(0, precision=0, minimum=0, label="top-k (0 = off)", elem_id="top-k")
-                        seed = gr.Number(0, precision=0, minimum=0, label="seed", elem_id="seed")
+                        top_k = gr.Number(0, label="top-k (0 = off)", elem_id="top-k")
+                        seed = gr.Number(0, label="seed", info="0 to 2^63 − 1", elem_id="seed")
                 with gr.Accordion("BiLD (lossy): fallback and rollback", open=True, visible=first.method == "bild",
                                   elem_id="bild-settings") as bild_box:
                     with gr.Row():

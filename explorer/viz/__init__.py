@@ -10,6 +10,7 @@ from .latency import cumulative_throughput, latency_figure, measured_speedup
 from .rounds import round_detail_figure, round_panels
 from .style import empty_figure
 from .summary import BANNER_CSS, method_banner, run_summary
+from .text import safe_markdown
 from .theory import theory_figure
 from .tokens import FATES, TOKEN_CSS, fate_counts, round_caption, round_fates, token_html
 from .views import MethodView, discover, register, register_note, views_for
@@ -17,6 +18,6 @@ from .views import MethodView, discover, register, register_note, views_for
 __all__ = [
     "BANNER_CSS", "FATES", "MethodView", "TOKEN_CSS", "cumulative_throughput", "discover", "empty_figure",
     "fate_counts", "latency_figure", "measured_speedup", "method_banner", "register", "register_note",
-    "round_caption", "round_detail_figure", "round_fates", "round_panels", "run_summary", "theory_figure",
+    "round_caption", "round_detail_figure", "round_fates", "round_panels", "run_summary", "safe_markdown", "theory_figure",
     "token_html", "views_for",
 ]

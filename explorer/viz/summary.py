@@ -7,6 +7,7 @@ import math
 
 from ..quality import compare
 from .latency import measured_speedup
+from .text import safe_markdown
 from .views import note_for
 
 STOP_REASONS = {"eos": "end of sequence", "max_new_tokens": "max new tokens reached", "stopped": "stopped by you"}
@@ -16,7 +17,9 @@ def run_summary(trace, baseline=None) -> str:
     """Markdown: method, tokens, time, throughput, acceptance, predicted and measured speedup, and
     EESD's v_d, r_d, HM and eq. 14 speedup when the summary has them."""
     s = trace.summary
-    head = f"**{trace.method}**" + (f" with `{trace.draft}`" if trace.draft else "") + f" on `{trace.model}`"
+    # method, draft and model may come from an uploaded file: literal text, never markup
+    head = f"**{safe_markdown(trace.method)}**" + (f" with {safe_markdown(trace.draft)}" if trace.draft else "") \
+        + f" on {safe_markdown(trace.model)}"
     parts = [head, f"{s.new_tokens} tokens in {s.wall_s:.2f} s", f"{s.tokens_per_s or 0:.1f} tokens/s",
              f"{s.rounds} rounds", f"{s.tokens_per_target_forward or 0:.2f} tokens per target forward"]
     if s.alpha_hat is not None:
@@ -33,7 +36,7 @@ def run_summary(trace, baseline=None) -> str:
         q = compare(list(trace.output_ids), list(baseline.output_ids))
         where = "identical" if q["first_divergence"] is None else f"first differs at token {q['first_divergence'] + 1}"
         parts.append(f"lossy: {q['agreement']:.0%} token agreement with the target's own output, {where}")
-    parts.append(f"stop: {STOP_REASONS.get(s.stop_reason, s.stop_reason)}")
+    parts.append(f"stop: {safe_markdown(STOP_REASONS.get(s.stop_reason, s.stop_reason))}")
     return " · ".join(parts)
 
 

@@ -1,8 +1,12 @@
-"""Token ids to the text shown on the page."""
+"""Token ids to the text shown on the page, and untrusted text made safe for HTML and Markdown."""
 
 from __future__ import annotations
 
 import html
+import re
+
+# What Markdown would read as formatting; a backslash before each makes it literal.
+_MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|~])")
 
 
 def piece(trace, token_id: int) -> str:
@@ -19,3 +23,10 @@ def label(trace, token_id: int) -> str:
 def inline_html(text: str) -> str:
     """Escaped text for a token span: a newline shows as ↵ and still breaks the line."""
     return html.escape(text).replace("\n", "↵\n")
+
+
+def safe_markdown(text: object) -> str:
+    """Any value (a model name, an error message, a field of an uploaded trace) as literal text inside
+    Markdown: HTML escaped (no tag can open, so no handler can run and ``<name>`` stays visible) and
+    Markdown's punctuation backslash-escaped (no link, image or emphasis)."""
+    return _MARKDOWN.sub(r"\\\1", html.escape(str(text), quote=False))

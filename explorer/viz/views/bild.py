@@ -40,15 +40,16 @@ def bild_tokens_html(trace, round_index: int) -> str:
         for j, (token, kind) in enumerate(zip(r.emitted, r.emitted_kind)):
             if rb and j == rb["position"]:
                 flushed = "".join(inline_html(piece(trace, t)) for t in r.drafted[j:])
-                parts.append(
-                    f'<span class="bild-mark" title="rollback at m = {j}: −log p_L = {rb["distance"]:.2f} '
-                    f'> α_RB = {r.detail["rollback_threshold"]}">⟲</span>'
-                    f'<s class="bild-flushed{current}" data-round="{r.index}" title="flushed in round '
-                    f'{r.index + 1}: {rb["flushed"]} small-model token(s)">{flushed}</s>')
+                mark = f"rollback at m = {j}: −log p_L = {rb['distance']:.2f} > α_RB = {r.detail['rollback_threshold']}"
+                gone = f"flushed in round {r.index + 1}: {rb['flushed']} small-model token(s)"
+                parts.append(f'<span class="bild-mark" title="{html.escape(mark)}">⟲</span>'
+                             f'<s class="bild-flushed{current}" data-round="{r.index}" title="{html.escape(gone)}">'
+                             f'{flushed}</s>')
             small = kind == "accepted"
             if not small and r.detail.get("reason") == "confidence" and not rb:
-                parts.append(f'<span class="bild-mark" title="fallback: the small model\'s max probability '
-                             f'{r.detail["small_max_prob"]:.2f} < α_FB = {r.detail["fallback_threshold"]}">▸</span>')
+                why = (f"fallback: the small model's max probability {r.detail['small_max_prob']:.2f} < "
+                       f"α_FB = {r.detail['fallback_threshold']}")
+                parts.append(f'<span class="bild-mark" title="{html.escape(why)}">▸</span>')
             who = "small" if small else "large"
             title = f"{who} model · round {r.index + 1} · p_L = {r.p_emitted[j]:.3f}"
             if small:

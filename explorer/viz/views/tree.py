@@ -63,8 +63,8 @@ def tree_html(trace, round_index: int) -> str:
     nodes = tree["nodes"]
     path = tree["accepted_path"]
     target_kind = r.emitted_kind[len(path)] if len(r.emitted) > len(path) else None
-    head = (f"<div class='bita-head'><b>Round {r.index + 1}</b> · {html.escape(tree.get('kind', '?'))} tree · "
-            f"M = {tree.get('masks', '?')} mask tokens · top-{tree.get('top_k', '?')} · {len(nodes)} candidate "
+    head = (f"<div class='bita-head'><b>Round {r.index + 1}</b> · {html.escape(str(tree.get('kind', '?')))} tree · "
+            f"M = {html.escape(str(tree.get('masks', '?')))} mask tokens · top-{html.escape(str(tree.get('top_k', '?')))} · {len(nodes)} candidate "
             f"node(s) · {len(tree['positions'])} tree + mask inputs in one forward · accepted "
             f"<b>{len(path)}</b> draft(s)")
     if len(r.emitted) > len(path):
