@@ -41,6 +41,10 @@ LIVE_PLOTS_EVERY_S = 2.0
 # the same moment from loading the same model twice.
 LOAD_LOCK = threading.Lock()
 TRACE_DIR = Path(tempfile.gettempdir()) / "spec-explorer-traces"
+TRACE_FILE_MAX_AGE_S = 3600  # a session that never said goodbye (a killed tab) loses its file after this
+# BiLD's small model writes by itself, so it must be a model with distributions, not a lookup.
+BILD_DRAFTS = ("model:", "early-exit:")
+BILD_DEFAULT_DRAFT = "early-exit:8"
 
 
 class Handlers:
@@ -92,9 +96,10 @@ class Handlers:
                 yield from self._measure_baseline(trace, alpha, c, c_hat, session)
         except explorer.ExplorerError as err:
             yield self._error(str(err))
-        except Exception as err:  # unexpected: log the stack trace, show one line
+        except Exception:  # unexpected: the stack trace goes to the log, never to the page
             log.exception("run failed")
-            yield self._error(f"unexpected error ({type(err).__name__}): {_first_line(err)}")
+            yield self._error("something went wrong on the server while decoding (it is logged); "
+                              "what the page showed is kept — try again or change the settings")
         finally:
             STOPS.end(session)
 
@@ -225,13 +230,18 @@ class Handlers:
         baseline = BASELINES.get(trace) if trace is not None else None
         return {self.page.theory: viz.theory_figure(alpha, c, c_hat, trace, baseline)}
 
-    def method_changed(self, method, model="default"):
+    def method_changed(self, method, model="default", draft=None):
         """The banner describes the chosen method; ``ar`` has no drafter; ``eesd`` fills in its preset
-        (trained exit, Thompson-sampling controller, γ cap) so the page shows what the method runs."""
+        (trained exit, Thompson-sampling controller, γ cap) so the page shows what the method runs; ``bild``
+        swaps a drafter it cannot use (prompt lookup gives no distribution) for a small model it can."""
         p = self.page
         updates = {p.banner: viz.method_banner(method, explorer.METHODS.get(method)),
                    p.draft: gr.Dropdown(interactive=method not in ("ar", "bita")),
                    p.bild_box: gr.Accordion(visible=method == "bild"), p.bita_box: gr.Accordion(visible=method == "bita")}
+        if method == "bild" and not str(draft or "").strip().startswith(BILD_DRAFTS):
+            updates[p.draft] = gr.Dropdown(value=BILD_DEFAULT_DRAFT, interactive=True)
+            updates[p.status] = (f"BiLD's small model must give distributions: the drafter is now "
+                                 f"{BILD_DEFAULT_DRAFT} (model:<name> works too).")
         if method == "eesd":
             try:
                 preset = explorer.eesd_preset((model or "default").strip())
@@ -251,9 +261,9 @@ class Handlers:
             trace = explorer.load_trace(data)
         except explorer.ExplorerError as err:
             return self._error(f"{err} (your current trace is kept)")
-        except Exception as err:
+        except Exception:
             log.exception("upload failed")
-            return self._error(f"could not read the file ({type(err).__name__}): {_first_line(err)}")
+            return self._error("could not read the file as a trace (your current trace is kept)")
         updates = self._finished(trace, BASELINES.get(trace), alpha, c, c_hat, session_id(request))
         updates[self.page.status] = f"Replaying an uploaded trace (no model needed). {updates[self.page.status]}"
         return updates
@@ -278,9 +288,10 @@ class Handlers:
             yield decoding.trace().to_json()
         except explorer.ExplorerError as err:
             raise gr.Error(str(err), print_exception=False) from None  # API clients get the plain line
-        except Exception as err:
+        except Exception:
             log.exception("api decode failed")
-            raise gr.Error(f"unexpected error ({type(err).__name__})", print_exception=False) from None
+            raise gr.Error("something went wrong on the server while decoding (it is logged)",
+                           print_exception=False) from None
 
 
 # -- helpers ----------------------------------------------------------------------------------------
@@ -341,9 +352,30 @@ def number(name: str, value) -> float:
     return result
 
 
+def trace_folder(session: str) -> Path:
+    return TRACE_DIR / re.sub(r"[^A-Za-z0-9_-]", "_", session)[:64]
+
+
+def forget_session(request: gr.Request) -> None:
+    """The page was closed: its trace file goes with it."""
+    shutil.rmtree(trace_folder(session_id(request)), ignore_errors=True)
+
+
+def _clean_stale_trace_files(now: float) -> None:
+    """Folders of sessions that left without an unload event, once older than ``TRACE_FILE_MAX_AGE_S``."""
+    for folder in TRACE_DIR.glob("*"):
+        try:
+            if now - folder.stat().st_mtime > TRACE_FILE_MAX_AGE_S:
+                shutil.rmtree(folder, ignore_errors=True)
+        except OSError:  # removed by another thread meanwhile
+            pass
+
+
 def write_trace_file(trace, session: str) -> Path:
-    """The trace as a JSON file for the download button (one file per session, replaced by the next)."""
-    folder = TRACE_DIR / re.sub(r"[^A-Za-z0-9_-]", "_", session)[:64]
+    """The trace as a JSON file for the download button (one file per session, replaced by the next;
+    removed when the page closes, or after an hour)."""
+    _clean_stale_trace_files(time.time())
+    folder = trace_folder(session)
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True, exist_ok=True)
     name = re.sub(r"[^A-Za-z0-9_.-]", "_", f"trace-{trace.method}-{trace.draft or 'none'}-{time.strftime('%Y%m%d-%H%M%S')}")
@@ -365,8 +397,3 @@ def _round_index(trace, value) -> int:
     except (TypeError, ValueError):
         chosen = len(trace.rounds)
     return max(0, min(chosen - 1, len(trace.rounds) - 1))
-
-
-def _first_line(err: BaseException) -> str:
-    lines = str(err).strip().splitlines()
-    return lines[0][:200] if lines else type(err).__name__

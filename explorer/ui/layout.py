@@ -20,7 +20,7 @@ from explorer.engine.controllers import CONTROLLERS
 from explorer.limits import MAX_GAMMA, MAX_NEW_TOKENS
 
 from .examples import EXAMPLES
-from .handlers import Handlers
+from .handlers import Handlers, forget_session
 from .sections import bild_sweep_section, compare_section
 from .views import ViewSlot, build_view_slots
 
@@ -200,6 +200,7 @@ def build_demo() -> gr.Blocks:
                     trace_state, playing, view_slots, bita_box=bita_box, bita_tree=bita_tree, bita_masks=bita_masks,
                     bita_top_k=bita_top_k)
         _wire(page, Handlers(page))
+        demo.unload(forget_session)  # a closed page's trace file goes with it
     return demo
 
 
@@ -228,7 +229,7 @@ def _wire(p: Page, h: Handlers) -> None:
     for slider in theory_inputs:
         slider.release(h.theory, inputs=[*theory_inputs, p.trace_state], outputs=[p.theory],
                        trigger_mode="always_last", **quiet)
-    p.method.change(h.method_changed, inputs=[p.method, p.model],
+    p.method.change(h.method_changed, inputs=[p.method, p.model, p.draft],
                     outputs=[p.banner, p.draft, p.bild_box, p.controller, p.gamma, p.status, p.bita_box], **quiet)
     p.upload.upload(h.upload, inputs=[p.upload, *theory_inputs], outputs=p.everything(), **quiet)
     gr.api(h.api_decode, api_name="decode", concurrency_limit=DECODE_CONCURRENCY, concurrency_id="decode")
