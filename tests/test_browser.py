@@ -171,6 +171,33 @@ def test_upload_replays_a_trace_and_a_bad_file_keeps_it(page, tmp_path):
     page.screenshot(path=str(ARTIFACTS / "browser-replay.png"), full_page=True)
 
 
+def test_bad_values_get_one_whole_line_and_the_page_keeps_working(page):
+    page.click("#stop")  # nothing running: a word under what the status showed, not a bare "Error"
+    wait_status(page, "Nothing is running", timeout=10_000)
+    assert status(page).startswith("Ready.") and "Error" not in status(page)
+    page.click("#stop")
+    page.wait_for_timeout(500)
+    assert status(page).count("Nothing is running") == 1
+
+    page.locator("#draft input").fill("banana:3")
+    page.locator("#draft input").press("Enter")
+    page.click("#run")
+    wait_status(page, "unknown draft")
+    assert "use model:<name>, early-exit:N or prompt-lookup:n" in status(page)  # nothing after <name> is lost
+
+    page.locator("#draft input").fill("prompt-lookup:3")
+    page.locator("#draft input").press("Enter")
+    set_number(page, "gamma", 100)  # the engine's limit answers, the page does not clamp it silently
+    page.click("#run")
+    wait_status(page, "gamma must be a whole number from 1 to 64, got 100")
+    set_number(page, "gamma", 4)
+
+    page.locator("#method input").click()  # BiLD cannot use prompt lookup: the page swaps the drafter
+    page.get_by_role("option", name="bild", exact=True).click()
+    expect(page.locator("#draft input")).to_have_value("early-exit:8")
+    assert "BiLD's small model must give distributions" in status(page)
+
+
 def test_bild_run_shows_its_views_and_agreement_and_the_sweep_draws(page):
     page.locator("#method input").click()
     page.get_by_role("option", name="bild", exact=True).click()

@@ -45,6 +45,7 @@ TRACE_FILE_MAX_AGE_S = 3600  # a session that never said goodbye (a killed tab) 
 # BiLD's small model writes by itself, so it must be a model with distributions, not a lookup.
 BILD_DRAFTS = ("model:", "early-exit:")
 BILD_DEFAULT_DRAFT = "early-exit:8"
+NOTHING_TO_STOP = "■ Nothing is running: Stop ends a decode after its current round."
 
 
 class Handlers:
@@ -103,12 +104,13 @@ class Handlers:
         finally:
             STOPS.end(session)
 
-    def stop(self, request: gr.Request):
-        """Ask this session's decode to stop after its current round (it keeps what it decoded)."""
-        if not STOPS.request(session_id(request)):
-            gr.Info("Nothing is running: Stop ends a decode after its current round.")
-            return gr.skip()  # the status keeps what it shows (one output: a dict would be its value)
-        return "■ Stopping after the current round…"
+    def stop(self, shown: str | None, request: gr.Request):
+        """Ask this session's decode to stop after its current round (it keeps what it decoded). With
+        nothing running, say so under what the status already shows (a run's summary stays)."""
+        if STOPS.request(session_id(request)):
+            return "■ Stopping after the current round…"
+        kept = (shown or "").split(NOTHING_TO_STOP)[0].rstrip()
+        return f"{kept}\n\n{NOTHING_TO_STOP}" if kept else NOTHING_TO_STOP
 
     def _measure_baseline(self, trace, alpha, c, c_hat, session):
         p = self.page

@@ -218,7 +218,7 @@ def _wire(p: Page, h: Handlers) -> None:
         show_progress="minimal", show_progress_on=[p.status], api_visibility="private",
     )
     # Not queued: a Stop must get through while this session's decode holds its place in the queue.
-    p.stop_btn.click(h.stop, outputs=[p.status], queue=False, **quiet)
+    p.stop_btn.click(h.stop, inputs=[p.status], outputs=[p.status], queue=False, **quiet)
     # `input` (not `change`): fired by the user's drag, click, arrow keys or number box, never by the
     # handlers' own updates, which draw the round themselves; so nothing is drawn twice.
     p.round_slider.input(h.show_round, inputs=stepping, outputs=p.round_views(), trigger_mode="always_last", **quiet)
