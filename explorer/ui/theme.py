@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import gradio as gr
 
+from explorer.limits import MAX_TRACE_BYTES
+
 PAGE_CSS = """
 .gradio-container { max-width: 1500px !important; }
 #page-title h1 { margin-bottom: 0; }
@@ -31,4 +33,5 @@ def theme() -> gr.themes.Base:
 
 def launch_options() -> dict:
     """Keyword arguments for ``demo.launch`` (merged with the caller's own)."""
-    return {"theme": theme(), "css": PAGE_CSS, "max_file_size": "50mb", "show_error": False}
+    # Gradio refuses larger uploads before reading them; the trace loader checks the same bound again
+    return {"theme": theme(), "css": PAGE_CSS, "max_file_size": MAX_TRACE_BYTES, "show_error": False}
