@@ -29,6 +29,7 @@ from typing import Iterator
 import torch
 
 from ..errors import ExplorerError
+from ..limits import MAX_GAMMA
 from .cache import CachedForward
 from .drafters import ForwardDrafter
 from .forward import full_forward
@@ -51,8 +52,8 @@ class BildConfig:
         rb = self.rollback_threshold
         if rb is not None and not (isinstance(rb, (int, float)) and rb >= 0 and not math.isnan(rb)):
             raise ExplorerError(f"rollback_threshold (α_RB) must be >= 0 (or inf for no rollback), got {rb!r}")
-        if not (isinstance(self.max_small_steps, int) and 1 <= self.max_small_steps <= 64):
-            raise ExplorerError(f"max_small_steps must be a whole number from 1 to 64, got {self.max_small_steps!r}")
+        if not (isinstance(self.max_small_steps, int) and 1 <= self.max_small_steps <= MAX_GAMMA):
+            raise ExplorerError(f"max_small_steps must be a whole number from 1 to {MAX_GAMMA}, got {self.max_small_steps!r}")
 
     @property
     def rolls_back(self) -> bool:

@@ -142,7 +142,7 @@ def build_demo() -> gr.Blocks:
                     with gr.Row():
                         fallback = gr.Slider(0, 1, value=0.6, step=0.05, label="α_FB: fall back below this max p_S",
                                              elem_id="fallback-threshold")
-                        small_steps = gr.Slider(1, 32, value=10, step=1, precision=0, label="max small-model steps",
+                        small_steps = gr.Slider(1, MAX_GAMMA, value=10, step=1, precision=0, label="max small-model steps",
                                                 elem_id="max-small-steps")
                     with gr.Row():
                         rollback = gr.Slider(0, 20, value=5, step=0.5, label="α_RB (nats): roll back above −log p_L",
