@@ -46,6 +46,16 @@ MAX_TRACE_ROUNDS = _env_int("EXPLORER_MAX_TRACE_ROUNDS", 4096, 1, 1_000_000)
 MAX_TRACE_TOKENS = _env_int("EXPLORER_MAX_TRACE_TOKENS", 40_000, 1, 10_000_000)  # prompt + output
 MAX_TOKEN_ID = 2**31 - 1  # no vocabulary is larger; an id beyond the model's shows as <id>
 MAX_JSON_DEPTH = 32  # a trace nests 6 deep; 10 000-deep JSON would exhaust Python's recursion
+# What one trace may hold, each generously above what the engine writes:
+MAX_PIECE_CHARS = 256  # one token's text piece (tokenizers' longest pieces are a few dozen characters)
+MAX_NAME_CHARS = 1000  # a model, draft, controller or device name (a spec is at most MAX_SPEC_CHARS)
+MAX_TRACE_TOP = 16  # alternatives per position: the engine keeps 5; BiTA lists a node's siblings (top-k ≤ 10)
+MAX_TREE_POSITIONS = 1024  # BiTA's tree nodes + mask tokens in one forward (engine.bita.MAX_TREE_INPUT)
+MAX_TREE_PROMPT = 256  # BiTA's prompt tokens (bita_tokens.check_counts)
+MAX_TRACE_SECONDS = 1e7  # any one time in a trace (four months)
+MAX_FREE_VALUES = 4096  # values in a round's free-form ``controller`` or ``detail`` (the engine's: under 200)
+MAX_REPORT_BYTES = 2**20  # a benchmark report (the shipped one: 14 KB)
+MAX_REPORT_ROWS = 256  # systems in one benchmark report
 
 # -- loaded models ------------------------------------------------------------------------------------
 MODEL_CACHE_BYTES = _env_int("EXPLORER_MODEL_CACHE_MB", 4096, 64, 1_000_000) * 2**20

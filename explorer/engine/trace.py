@@ -5,7 +5,11 @@ floats, strings, short tuples and small dicts) so that the UI, the plots, the CL
 tests read them without touching a model, and so that a run saved as JSON replays anywhere.
 
 JSON carries ``"schema": "spec-explorer/trace@1"``; ``RunTrace.from_json`` validates it and raises
-``TraceFormatError`` with one readable line for a malformed or foreign file (never pickle).
+``TraceFormatError`` with one readable line for a malformed or foreign file (never pickle). A trace file
+is untrusted (strangers share them): every field is checked against what the engine can write (the
+kinds below; the bounds live in ``limits``), the free-form ``controller`` and ``detail`` objects must be
+plain, bounded JSON, and the keys of them that the views read must hold what the views expect, so that
+no view fails on a forged value.
 
 Per-round probability fields (``q_drafted``, ``p_drafted``, ``p_emitted``, the ``*_top`` lists) hold the
 warped distributions the accept rule used; under greedy decoding, where the warp is one-hot, they hold
@@ -19,7 +23,13 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import limits
 from ..errors import TraceFormatError
+from ..limits import (MAX_FREE_VALUES, MAX_GAMMA, MAX_JSON_DEPTH, MAX_NAME_CHARS, MAX_PIECE_CHARS, MAX_PROMPT_CHARS,
+                      MAX_SEED, MAX_TOKEN_ID, MAX_TRACE_SECONDS, MAX_TRACE_TOKENS, MAX_TRACE_TOP, MAX_TREE_POSITIONS,
+                      MAX_TREE_PROMPT, clip)
+from ..untrusted import (BOOL, LIST, OBJECT, Kind, ListOf, MapOf, Maybe, Record, Refused, check_plain, number, one_of,
+                         parse, text, whole)
 
 SCHEMA = "spec-explorer/trace@1"
 
@@ -27,6 +37,7 @@ SCHEMA = "spec-explorer/trace@1"
 EVENTS = ("target", "no-draft", "all-accepted", "rejected", "fallback", "rollback")
 # How each emitted token came to be (the token view colours them so).
 EMITTED_KINDS = ("accepted", "corrected", "bonus", "target")
+STOP_REASONS = ("eos", "max_new_tokens", "stopped")
 
 
 @dataclass(frozen=True)
@@ -160,32 +171,26 @@ class RunTrace:
 
     @classmethod
     def from_json(cls, text: str | bytes) -> "RunTrace":
+        """A trace from its JSON file, every field checked (``TraceFormatError``, one line, otherwise)."""
         try:
-            data = json.loads(text)
-        except (json.JSONDecodeError, UnicodeDecodeError) as err:
-            raise TraceFormatError(f"not a trace file: invalid JSON ({err.msg if hasattr(err, 'msg') else err})") from None
+            data = parse(text, limits.MAX_TRACE_BYTES)
+        except Refused as err:
+            raise TraceFormatError(f"not a trace file: {err}") from None
         return cls.from_dict(data)
 
     @classmethod
     def from_dict(cls, data: Any) -> "RunTrace":
+        """A trace from parsed JSON data, checked as ``from_json`` checks a file."""
         if not isinstance(data, dict):
             raise TraceFormatError("not a trace file: the JSON is not an object")
         schema = data.get("schema")
         if schema != SCHEMA:
-            found = f"schema {schema!r}" if schema else "no schema field"
+            found = f"schema {clip(schema)}" if schema else "no schema field"
             raise TraceFormatError(f"not a spec-explorer trace ({found}; expected {SCHEMA!r})")
+        _check_size(data)
         try:
-            fields = dict(data)
-            fields["settings"] = _build(Settings, fields["settings"])
-            fields["summary"] = _build(Summary, fields["summary"])
-            fields["rounds"] = tuple(_round_from_dict(r) for r in _list(fields["rounds"], "rounds"))
-            fields["prompt_ids"] = _ints(fields["prompt_ids"], "prompt_ids")
-            fields["output_ids"] = _ints(fields["output_ids"], "output_ids")
-            fields["token_text"] = {int(k): str(v) for k, v in dict(fields.get("token_text", {})).items()}
-            trace = _build(cls, fields)
-        except KeyError as err:
-            raise TraceFormatError(f"malformed trace: missing field {err.args[0]!r}") from None
-        except (TypeError, ValueError) as err:
+            trace = _read_trace(data)
+        except Refused as err:
             raise TraceFormatError(f"malformed trace: {err}") from None
         problems = check_invariants(trace)
         if problems:
@@ -200,16 +205,23 @@ def check_invariants(trace: RunTrace) -> list[str]:
     if tuple(emitted) != tuple(trace.output_ids):
         problems.append("the rounds' emitted tokens do not concatenate to output_ids")
     context = len(trace.prompt_ids)
-    for r in trace.rounds:
-        where = f"round {r.index}"
+    for i, r in enumerate(trace.rounds):
+        where = f"round {i}"
+        if r.index != i:
+            problems.append(f"{where}: index {clip(r.index)}, expected {i} (rounds in order)")
         if r.event not in EVENTS:
-            problems.append(f"{where}: unknown event {r.event!r}")
+            problems.append(f"{where}: unknown event {clip(r.event)}")
         if any(k not in EMITTED_KINDS for k in r.emitted_kind):
             problems.append(f"{where}: unknown emitted kind")
         if not 0 <= r.n_accepted <= len(r.drafted):
             problems.append(f"{where}: accepted {r.n_accepted} of {len(r.drafted)} drafted")
         if tuple(r.emitted[: r.n_accepted]) != tuple(r.drafted[: r.n_accepted]):
             problems.append(f"{where}: accepted tokens differ from the drafted ones")
+        if r.emitted_kind[: r.n_accepted] != ("accepted",) * r.n_accepted or len(r.emitted) > r.n_accepted + 1 \
+                or "accepted" in r.emitted_kind[r.n_accepted:]:
+            problems.append(f"{where}: emitted must be the accepted drafts and at most one token of the target's")
+        if r.rejected_at is not None and not 0 <= r.rejected_at < len(r.drafted):
+            problems.append(f"{where}: rejected_at {r.rejected_at} is not a drafted position")
         if not (len(r.q_drafted) == len(r.p_drafted) == len(r.drafted)):
             problems.append(f"{where}: q_drafted / p_drafted do not match drafted")
         if not (len(r.emitted_kind) == len(r.p_emitted) == len(r.emitted)):
@@ -232,35 +244,152 @@ def check_invariants(trace: RunTrace) -> list[str]:
     return problems
 
 
+# -- what an uploaded trace may hold -------------------------------------------------------------------
+# Each kind is what the engine can write, with room to spare (the bounds are in ``limits``). A draft is
+# at most MAX_GAMMA tokens (γ, BiLD's small-model turn and BiTA's tree depth are all capped there), so a
+# round emits at most MAX_GAMMA + 1 and lists at most that many rows of alternatives.
+
+COUNT = whole(0, 2**31 - 1)  # a count or a length: beyond any trace, small enough to print
+ID = whole(0, MAX_TOKEN_ID, f"a token id (a whole number from 0 to {MAX_TOKEN_ID})")
+PROB = number(0, 1, "a probability (a number from 0 to 1)")
+RATIO = number(0, 1e12)  # a rate, speed-up, cost ratio or Beta count: finite, and short when printed
+SECONDS = number(0, MAX_TRACE_SECONDS, f"seconds (a number from 0 to {MAX_TRACE_SECONDS:g})")
+NAME = text(MAX_NAME_CHARS)
+GAMMA = whole(0, MAX_GAMMA)
+NODE_INDEX = whole(-1, MAX_TREE_POSITIONS - 1)  # -1: the context
+# calibrated TS's posterior: μ mixes θ_M and θ̂, both in [0, 1] (rounding may step an ulp past); σ is about
+# 0.5/√n after n verifications, never tiny (the density drawn would overflow)
+MEAN = number(-1, 2)
+SIGMA = Kind("a standard deviation (0, or a number from 1e-06 to 1)", lambda v: PROB.ok(v) and (v == 0 or v >= 1e-6))
+
+
+def _ids(most: int) -> ListOf:
+    return ListOf(ID, most, f"a list of at most {most} token ids")
+
+
+def _probs(most: int) -> ListOf:
+    return ListOf(PROB, most, f"a list of at most {most} probabilities (numbers from 0 to 1)")
+
+
+def _per_step(kind: Kind, words: str) -> ListOf:
+    """One value per draft step (the Thompson-sampling controllers' records)."""
+    return ListOf(kind, MAX_GAMMA + 1, f"a list of at most {MAX_GAMMA + 1} {words}")
+
+
+def _required(cls) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls)
+                 if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
+
+
+PAIR = Kind("a [token id, probability] pair",
+            lambda v: isinstance(v, (list, tuple)) and len(v) == 2 and ID.ok(v[0]) and PROB.ok(v[1]))
+TOP = ListOf(PAIR, MAX_TRACE_TOP, f"a list of at most {MAX_TRACE_TOP} [token id, probability] pairs")
+TOPS = ListOf(TOP, MAX_GAMMA + 1, f"a list of at most {MAX_GAMMA + 1} lists of [token id, probability] pairs")
+# token_text's keys are ids written in decimal (JSON keys are strings); a Python caller may pass ints
+TOKEN_KEY = Kind("a token id in decimal digits", lambda k: ID.ok(k) or (
+    isinstance(k, str) and 0 < len(k) <= 10 and k.isascii() and k.isdigit() and str(int(k)) == k and ID.ok(int(k))))
+
+SETTINGS = Record({
+    "temperature": number(0, 100), "top_k": COUNT, "top_p": number(0, 1), "gamma": GAMMA, "controller": NAME,
+    "seed": whole(0, MAX_SEED), "max_new_tokens": COUNT, "chat": BOOL, "fallback_threshold": Maybe(PROB),
+    "rollback_threshold": Maybe(RATIO), "max_small_steps": Maybe(GAMMA),
+}, _required(Settings))
+SUMMARY = Record({
+    "new_tokens": COUNT, "rounds": COUNT, "drafted": COUNT, "accepted": COUNT, "acceptance_rate": Maybe(PROB),
+    "alpha_hat": Maybe(PROB), "mean_gamma": number(0, MAX_GAMMA), "tokens_per_target_forward": Maybe(RATIO),
+    "target_forwards": COUNT, "draft_forwards": COUNT, "draft_s": SECONDS, "verify_s": SECONDS, "other_s": SECONDS,
+    "wall_s": SECONDS, "tokens_per_s": Maybe(RATIO), "c_measured": Maybe(RATIO), "predicted_speedup": Maybe(RATIO),
+    "record_s": SECONDS, "stop_reason": one_of(STOP_REASONS), "v_d": Maybe(PROB), "r_d": Maybe(PROB),
+    "hm": Maybe(PROB), "eq14_speedup": Maybe(RATIO),
+}, _required(Summary))
+TIMING = Record({"draft_s": SECONDS, "verify_s": SECONDS, "other_s": SECONDS}, _required(Timing))
+ROUND = Record({
+    "index": COUNT, "context_len": COUNT, "drafted": _ids(MAX_GAMMA), "q_drafted": _probs(MAX_GAMMA),
+    "p_drafted": _probs(MAX_GAMMA), "n_accepted": COUNT, "emitted": _ids(MAX_GAMMA + 1),
+    "emitted_kind": ListOf(one_of(EMITTED_KINDS), MAX_GAMMA + 1, f"a list of at most {MAX_GAMMA + 1} emitted kinds"),
+    "p_emitted": _probs(MAX_GAMMA + 1), "event": one_of(EVENTS), "timing": TIMING, "rejected_at": Maybe(GAMMA),
+    "uniforms": _probs(MAX_GAMMA + 1), "draft_top": TOPS, "target_top": TOPS, "residual_top": Maybe(TOP),
+    "draft_forwards": COUNT, "target_forwards": COUNT, "controller": OBJECT, "detail": OBJECT, "tree": Maybe(OBJECT),
+}, _required(RoundTrace))
+TRACE = Record({
+    "schema": one_of((SCHEMA,)), "method": NAME, "model": NAME, "draft": Maybe(NAME), "settings": SETTINGS,
+    "prompt_ids": ListOf(ID, MAX_TRACE_TOKENS, "a list of token ids"),
+    "output_ids": ListOf(ID, MAX_TRACE_TOKENS, "a list of token ids"),
+    "text": text(MAX_PIECE_CHARS * MAX_TRACE_TOKENS), "rounds": LIST, "summary": SUMMARY,
+    "prompt": Maybe(text(MAX_PROMPT_CHARS)), "draft_about": Maybe(NAME), "device": NAME, "dtype": NAME,
+    # one entry per distinct id: at most a vocabulary (the largest common ones hold 256 000)
+    "token_text": MapOf(TOKEN_KEY, text(MAX_PIECE_CHARS), 2**18, "an object from token ids to their text"),
+}, _required(RunTrace))
+
+# The keys of a round's ``controller`` and ``detail`` that the views read (``viz/views``), wherever they
+# appear; any other key need only be plain JSON. Controllers: ``engine/controllers.py``; BiLD's and
+# BiTA's details: ``engine/bild.py``, ``engine/bita.py``.
+CONTROLLER = Record({
+    "kind": NAME, "evidence": NAME, "gamma": GAMMA, "gamma_before": GAMMA, "gamma_after": GAMMA,
+    "alpha_before": Maybe(RATIO), "beta_before": Maybe(RATIO), "alpha_after": Maybe(RATIO),
+    "beta_after": Maybe(RATIO), "r": COUNT, "n": COUNT, "c": Maybe(RATIO), "priced": BOOL,
+    "opening_theta": Maybe(PROB), "theta": _per_step(PROB, "probabilities"),
+    "continue": _per_step(BOOL, "true/false decisions"), "theta_model": _per_step(PROB, "probabilities"),
+    "mu": _per_step(MEAN, "posterior means"), "sigma": _per_step(SIGMA, "standard deviations (0, or 1e-06 to 1)"),
+    "theta_hat": PROB, "theta_hat_after": PROB, "verify_ratio": _per_step(RATIO, "cost ratios"),
+}, strict=False)
+ROLLBACK = Record({"position": GAMMA, "distance": RATIO, "replaced": ID, "replacement": ID, "flushed": GAMMA},
+                  ("position", "distance", "replaced", "replacement", "flushed"), strict=False)
+DETAIL = Record({
+    "reason": one_of(("confidence", "end", "cap")), "small_max_prob": Maybe(PROB), "fallback_threshold": Maybe(PROB),
+    "rollback_threshold": Maybe(RATIO), "rollback": Maybe(ROLLBACK), "large_pass": BOOL,
+    "tree": NAME, "masks": COUNT, "top_k": COUNT, "tokens": NAME, "input_positions": COUNT, "nodes": COUNT,
+}, strict=False)
+FREE_DEPTH = MAX_JSON_DEPTH - 3  # a round's controller or detail sits under the trace, its rounds and the round
+
+NODE = Record({"token": ID, "parent": NODE_INDEX, "depth": whole(1, MAX_GAMMA), "rank": whole(0, MAX_TREE_POSITIONS),
+               "accepted": BOOL, "q": PROB, "p": Maybe(PROB)}, ("token", "parent", "depth", "rank", "accepted"))
+POSITION = Record({"kind": one_of(("node", "mask")), "node": NODE_INDEX, "slot": whole(0, MAX_TREE_POSITIONS),
+                   "offset": whole(0, MAX_TREE_POSITIONS)}, ("kind", "node"))
+TREE = Record({
+    "kind": NAME, "masks": whole(0, MAX_TREE_POSITIONS), "top_k": whole(0, MAX_TREE_POSITIONS),
+    "prompt_tokens": whole(0, MAX_TREE_PROMPT), "context_inputs": COUNT,
+    "nodes": ListOf(NODE, MAX_TREE_POSITIONS, f"a list of at most {MAX_TREE_POSITIONS} nodes"),
+    "positions": ListOf(POSITION, MAX_TREE_POSITIONS, f"a list of at most {MAX_TREE_POSITIONS} positions"),
+    "attention": ListOf(Kind("a string of 0s and 1s", lambda a: isinstance(a, str) and not a.strip("01")),
+                        MAX_TREE_POSITIONS, f"a list of at most {MAX_TREE_POSITIONS} strings of 0s and 1s"),
+    "sees_prompt": ListOf(BOOL, MAX_TREE_POSITIONS, f"a list of at most {MAX_TREE_POSITIONS} true/false values"),
+    "accepted_path": ListOf(whole(0, MAX_TREE_POSITIONS - 1), MAX_GAMMA, f"a list of at most {MAX_GAMMA} node indices"),
+    "next_group": Maybe(NODE_INDEX),
+}, ("nodes", "positions", "attention", "sees_prompt", "accepted_path"))
+
+
 def check_tree(tree: Any) -> str | None:
-    """What is wrong with a round's ``tree`` (BiTA), or None when it is sound."""
-    if not isinstance(tree, dict):
-        return "not an object"
-    nodes, positions = tree.get("nodes"), tree.get("positions")
-    attention, sees, path = tree.get("attention"), tree.get("sees_prompt"), tree.get("accepted_path")
-    if not all(isinstance(x, list) for x in (nodes, positions, attention, sees, path)):
-        return "nodes, positions, attention, sees_prompt and accepted_path must be lists"
-    whole = lambda v: isinstance(v, int) and not isinstance(v, bool)  # noqa: E731
+    """What is wrong with a round's ``tree`` (BiTA), or None when it is sound: each field of its kind
+    (``TREE``), parents before children at depth + 1 (so the tree is at most MAX_GAMMA deep), positions
+    naming nodes, a square 0/1 attention mask, an accepted path down the tree, and ``next_group`` (the
+    node whose mask group drafts next; -1 the context's) one of the nodes."""
+    return _tree_problem(tree, "tree")
+
+
+def _tree_problem(tree: Any, path: str) -> str | None:
+    if not TREE.ok(tree):
+        return TREE.explain(tree, path)
+    nodes, positions = tree["nodes"], tree["positions"]
+    attention, sees, accepted = tree["attention"], tree["sees_prompt"], tree["accepted_path"]
     for i, n in enumerate(nodes):
-        if not isinstance(n, dict) or not all(whole(n.get(k)) for k in ("token", "parent", "depth", "rank")) \
-                or not isinstance(n.get("accepted"), bool):
-            return f"node {i} needs whole token, parent, depth, rank and a boolean accepted"
-        if not -1 <= n["parent"] < i or n["depth"] != (1 if n["parent"] < 0 else nodes[n["parent"]]["depth"] + 1):
-            return f"node {i} has a bad parent or depth"
+        if not n["parent"] < i or n["depth"] != (1 if n["parent"] < 0 else nodes[n["parent"]]["depth"] + 1):
+            return f"{path}: node {i} has a bad parent or depth"
     for i, pos in enumerate(positions):
-        if not isinstance(pos, dict) or pos.get("kind") not in ("node", "mask") or not whole(pos.get("node")) \
-                or not (0 if pos["kind"] == "node" else -1) <= pos["node"] < len(nodes):
-            return f"position {i} needs kind node|mask and the index of its node"
+        if not (0 if pos["kind"] == "node" else -1) <= pos["node"] < len(nodes):
+            return f"{path}: position {i} needs kind node|mask and the index of its node"
     t = len(positions)
-    if len(attention) != t or any(not isinstance(a, str) or len(a) != t or set(a) - {"0", "1"} for a in attention):
-        return f"attention must hold {t} strings of {t} 0/1 characters"
-    if len(sees) != t or not all(isinstance(v, bool) for v in sees):
-        return f"sees_prompt must hold {t} booleans"
-    if not all(whole(i) and 0 <= i < len(nodes) for i in path) \
-            or any(nodes[b]["parent"] != a for a, b in zip([-1] + path, path)):
-        return "accepted_path must run from the context down the tree"
-    if {i for i, n in enumerate(nodes) if n["accepted"]} != set(path):
-        return "the nodes marked accepted differ from accepted_path"
+    if len(attention) != t or any(len(a) != t for a in attention):
+        return f"{path}: attention must hold {t} strings of {t} 0/1 characters"
+    if len(sees) != t:
+        return f"{path}: sees_prompt must hold {t} booleans"
+    if any(i >= len(nodes) for i in accepted) \
+            or any(nodes[b]["parent"] != a for a, b in zip([-1] + accepted, accepted)):
+        return f"{path}: accepted_path must run from the context down the tree"
+    if {i for i, n in enumerate(nodes) if n["accepted"]} != set(accepted):
+        return f"{path}: the nodes marked accepted differ from accepted_path"
+    if tree.get("next_group") is not None and tree["next_group"] >= len(nodes):
+        return f"{path}: next_group {tree['next_group']} is not one of the {len(nodes)} nodes (nor -1, the context)"
     return None
 
 
@@ -271,56 +400,73 @@ def _finite(obj):
     raise TypeError(f"{type(obj).__name__} is not JSON serialisable")
 
 
-def _list(value, name):
-    if not isinstance(value, list):
-        raise TypeError(f"{name} must be a list")
-    return value
+def _check_size(data: dict) -> None:
+    """Refuse a trace beyond the caps on rounds and tokens before reading any of it."""
+    rounds, tokens = data.get("rounds"), [data.get("prompt_ids"), data.get("output_ids")]
+    if isinstance(rounds, (list, tuple)) and len(rounds) > limits.MAX_TRACE_ROUNDS:
+        raise TraceFormatError(f"trace too large: {len(rounds)} rounds; at most {limits.MAX_TRACE_ROUNDS} are "
+                               "allowed (EXPLORER_MAX_TRACE_ROUNDS)")
+    n = sum(len(ids) for ids in tokens if isinstance(ids, (list, tuple)))
+    if n > limits.MAX_TRACE_TOKENS:
+        raise TraceFormatError(f"trace too large: {n} prompt + output tokens; at most {limits.MAX_TRACE_TOKENS} "
+                               "are allowed (EXPLORER_MAX_TRACE_TOKENS)")
 
 
-def _ints(value, name) -> tuple[int, ...]:
-    if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
-        raise TypeError(f"{name} must be a list of token ids")
-    return tuple(value)
+def _read_trace(data: dict) -> RunTrace:
+    from ..api import METHODS  # here, not at the top: the API imports this module
+
+    TRACE.check(data, "")
+    if data["method"] not in METHODS:
+        raise Refused(f"method must be one of {', '.join(METHODS)}, got {clip(data['method'])}")
+    fields = dict(data)
+    fields["settings"] = Settings(**data["settings"])
+    fields["summary"] = Summary(**data["summary"])
+    fields["rounds"] = tuple(_read_round(r, f"rounds[{i}]") for i, r in enumerate(data["rounds"]))
+    fields["prompt_ids"] = tuple(data["prompt_ids"])
+    fields["output_ids"] = tuple(data["output_ids"])
+    fields["token_text"] = {int(k): v for k, v in data.get("token_text", {}).items()}
+    return RunTrace(**fields)
 
 
-def _build(cls, data):
-    if not isinstance(data, dict):
-        raise TypeError(f"{cls.__name__.lower()} must be an object")
-    names = {f.name for f in dataclasses.fields(cls)}
-    unknown = set(data) - names
-    if unknown:
-        raise TypeError(f"unknown field(s) {sorted(unknown)} in {cls.__name__}")
-    missing = [f.name for f in dataclasses.fields(cls)
-               if f.name not in data and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
-    if missing:
-        raise KeyError(missing[0])
-    return cls(**data)
+def _read_round(data: Any, path: str) -> RoundTrace:
+    ROUND.check(data, path)
+    for name, keys in (("controller", CONTROLLER), ("detail", DETAIL)):
+        free = data.get(name, {})
+        keys.check(free, f"{path}.{name}")
+        check_plain(free, f"{path}.{name}", MAX_FREE_VALUES, FREE_DEPTH, MAX_NAME_CHARS)
+    _check_bild_detail(data.get("detail", {}), f"{path}.detail")
+    problem = _tree_problem(data["tree"], f"{path}.tree") if data.get("tree") is not None else None
+    if problem:
+        raise Refused(problem)
+    d = dict(data)
+    d["timing"] = Timing(**data["timing"])
+    for name in ("drafted", "emitted", "emitted_kind"):
+        d[name] = tuple(data[name])
+    for name in ("q_drafted", "p_drafted", "p_emitted", "uniforms"):
+        d[name] = tuple(map(float, data.get(name, ())))
+    d["draft_top"] = tuple(map(_pairs, data.get("draft_top", ())))
+    d["target_top"] = tuple(map(_pairs, data.get("target_top", ())))
+    if data.get("residual_top") is not None:
+        d["residual_top"] = _pairs(data["residual_top"])
+    return RoundTrace(**d)
+
+
+def _check_bild_detail(detail: dict, path: str) -> None:
+    """The keys BiLD's views read together: a confidence fallback's probability and threshold, a
+    hand-over's reason beside its probability, a rollback's threshold."""
+    needs = []
+    if detail.get("reason") == "confidence":
+        needs += ["small_max_prob", "fallback_threshold"]
+    if detail.get("small_max_prob") is not None:
+        needs.append("reason")
+    if detail.get("rollback") is not None:
+        needs.append("rollback_threshold")
+    missing = next((k for k in needs if k not in detail), None)
+    if missing is not None:
+        raise Refused(f"missing field {f'{path}.{missing}'!r} (BiLD's views read it with the others)")
+    if detail.get("reason") == "confidence" and detail["small_max_prob"] is None:
+        raise Refused(f"{path}.small_max_prob must be a probability when the reason is confidence, got null")
 
 
 def _pairs(rows) -> tuple:
     return tuple((int(i), float(p)) for i, p in rows)
-
-
-def _round_from_dict(data) -> RoundTrace:
-    if not isinstance(data, dict):
-        raise TypeError("each round must be an object")
-    d = dict(data)
-    d["timing"] = _build(Timing, d.get("timing"))
-    for name in ("drafted", "emitted"):
-        d[name] = _ints(d.get(name), name)
-    for name in ("q_drafted", "p_drafted", "p_emitted", "uniforms"):
-        d[name] = tuple(float(x) for x in d.get(name, ()))
-    d["emitted_kind"] = tuple(str(x) for x in d.get("emitted_kind", ()))
-    d["draft_top"] = tuple(_pairs(rows) for rows in d.get("draft_top", ()))
-    d["target_top"] = tuple(_pairs(rows) for rows in d.get("target_top", ()))
-    if d.get("residual_top") is not None:
-        d["residual_top"] = _pairs(d["residual_top"])
-    if d.get("tree") is not None:
-        problem = check_tree(d["tree"])
-        if problem:
-            raise ValueError(f"round {d.get('index')}: tree: {problem}")
-    for name in ("controller", "detail"):
-        if not isinstance(d.get(name, {}), dict):
-            raise TypeError(f"{name} must be an object")
-    return _build(RoundTrace, d)
-
