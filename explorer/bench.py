@@ -277,8 +277,13 @@ def _row(system: System, results, prompts, temperature, verify_ratio) -> dict:
     }
 
 
-def markdown(report: dict) -> str:
-    """The rows as a markdown table."""
+def markdown(report: dict, text: Callable[[object], str] | None = None) -> str:
+    """The rows as a markdown table. Every row has ``system``, ``tokens_per_s`` and ``speedup_vs_ar``;
+    anything else may be absent (shown as –). ``text`` writes the report's strings (names, categories,
+    the meta); by default each stays within its cell (no line break, pipes escaped); a page showing a
+    stranger's report passes ``viz.safe_markdown``."""
+    text = text or (lambda value: " ".join(str(value).split()).replace("|", "\\|"))
+
     def fmt(x, spec=".2f"):
         return "–" if x is None else (("yes" if x else "**no**") if isinstance(x, bool) else format(x, spec))
 
@@ -286,18 +291,28 @@ def markdown(report: dict) -> str:
              "| tok / target fwd | c | Thm 3.8 | Thm 3.8 with T(k) | identical to ar | peak RSS MB |",
              "|" + "---|" * 12]
     for r in report["rows"]:
-        worst = min(r["speedup_vs_ar_by_category"].items(), key=lambda kv: kv[1])
+        categories = r.get("speedup_vs_ar_by_category") or {}
+        worst = min(categories.items(), key=lambda kv: kv[1], default=None)
+        lowest, highest = r.get("tokens_per_s_min"), r.get("tokens_per_s_max")
+        spread = f" ({lowest:.1f}–{highest:.1f})" if lowest is not None and highest is not None else ""
         lines.append(
-            f"| {r['system']} | {r['tokens_per_s']:.1f} ({r['tokens_per_s_min']:.1f}–{r['tokens_per_s_max']:.1f}) "
-            f"| {fmt(r['speedup_vs_hf'])} | {fmt(r['speedup_vs_ar'])} | {worst[1]:.2f} ({worst[0]}) "
-            f"| {fmt(r['acceptance_rate'], '.0%')} | {fmt(r['tokens_per_target_forward'])} | {fmt(r['c'])} "
-            f"| {fmt(r['predicted_speedup'])} | {fmt(r['predicted_speedup_verify_cost'])} "
-            f"| {fmt(r['identical_to_ar'])} | {fmt(r['peak_rss_mb'], '.0f')} |")
-    m = report["meta"]
-    lines.append("\nMeasured verify cost T(n)/T(1) for n = 1…" + str(len(m["verify_cost_ratio"])) + ": "
-                 + ", ".join(f"{x:.2f}" for x in m["verify_cost_ratio"]))
-    lines.append(f"\n{m['model']} on {m['device']} ({m['dtype']}, {m['torch_threads']} threads), {m['prompts']} prompts "
-                 f"× {m['repeats']} repeats, {m['max_new_tokens']} new tokens, temperature {m['temperature']}, "
-                 f"γ = {m['gamma']} ({m['controller']})"
-                 + {True: "; our decoding on the CPU fast path.", False: "; CPU fast path off."}.get(m.get("fast_path"), "."))
+            f"| {text(r['system'])} | {r['tokens_per_s']:.1f}{spread} | {fmt(r.get('speedup_vs_hf'))} "
+            f"| {fmt(r['speedup_vs_ar'])} "
+            f"| {f'{worst[1]:.2f} ({text(worst[0])})' if worst else '–'} | {fmt(r.get('acceptance_rate'), '.0%')} "
+            f"| {fmt(r.get('tokens_per_target_forward'))} | {fmt(r.get('c'))} | {fmt(r.get('predicted_speedup'))} "
+            f"| {fmt(r.get('predicted_speedup_verify_cost'))} | {fmt(r.get('identical_to_ar'))} "
+            f"| {fmt(r.get('peak_rss_mb'), '.0f')} |")
+    m = report.get("meta") or {}
+    ratios = m.get("verify_cost_ratio")
+    if ratios:
+        lines.append(f"\nMeasured verify cost T(n)/T(1) for n = 1…{len(ratios)}: "
+                     + ", ".join(f"{x:.2f}" for x in ratios))
+    if m:
+        def meta(key):
+            return "?" if m.get(key) is None else text(m[key])
+
+        lines.append(f"\n{meta('model')} on {meta('device')} ({meta('dtype')}, {meta('torch_threads')} threads), "
+                     f"{meta('prompts')} prompts × {meta('repeats')} repeats, {meta('max_new_tokens')} new tokens, "
+                     f"temperature {meta('temperature')}, γ = {meta('gamma')} ({meta('controller')})"
+                     + {True: "; our decoding on the CPU fast path.", False: "; CPU fast path off."}.get(m.get("fast_path"), "."))
     return "\n".join(lines)

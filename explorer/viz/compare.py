@@ -1,8 +1,13 @@
 """The benchmark's "Compare" view: each system's measured speed-up over HF ``generate`` (or our ``ar``)
 beside what Leviathan et al.'s Theorem 3.8 predicts from its measured α and c, and the same theorem with
-the measured verify cost T(γ+1)/T(1) in place of one step."""
+the measured verify cost T(γ+1)/T(1) in place of one step.
+
+A report may be a stranger's upload (``ui.sections.load_bench_report`` checks its values): every row has
+``system``, ``tokens_per_s`` and ``speedup_vs_ar``; any other key may be absent."""
 
 from __future__ import annotations
+
+import html
 
 import plotly.graph_objects as go
 
@@ -14,11 +19,13 @@ def compare_figure(report: dict, against: str = "ar") -> go.Figure:
     key = "speedup_vs_ar" if against == "ar" else "speedup_vs_hf"
     baseline = "our ar" if against == "ar" else "HF generate"
     rows = [r for r in report["rows"] if r.get(key) is not None]
-    names = [r["system"] for r in rows]
+    # Plotly renders a subset of HTML in labels and titles; a stranger's names show as typed.
+    names = [html.escape(r["system"]) for r in rows]
     fig = go.Figure()
     fig.add_trace(go.Bar(
         x=names, y=[r[key] for r in rows], name="measured", marker_color=RUN_COLOUR,
-        customdata=[[r["tokens_per_s"], r["tokens_per_s_min"], r["tokens_per_s_max"], r["identical_to_ar"]] for r in rows],
+        customdata=[[r["tokens_per_s"], r.get("tokens_per_s_min"), r.get("tokens_per_s_max"), r.get("identical_to_ar")]
+                    for r in rows],
         hovertemplate="%{x}<br>%{y:.2f}× " + baseline + "<br>%{customdata[0]:.1f} tok/s "
                       "(%{customdata[1]:.1f}–%{customdata[2]:.1f})<br>identical to ar: %{customdata[3]}<extra></extra>"))
     # the theory predicts against autoregressive decoding, i.e. our ar
@@ -36,7 +43,7 @@ def compare_figure(report: dict, against: str = "ar") -> go.Figure:
     fig.update_layout(barmode="group")
     fig.update_xaxes(title_text="system", tickangle=-20)
     fig.update_yaxes(title_text=f"speed-up over {baseline} (×)", rangemode="tozero")
-    meta = report.get("meta", {})
-    title = (f"Speed-up over {baseline}: measured vs predicted · {meta.get('model', '')}, "
-             f"{meta.get('prompts', '?')} prompts × {meta.get('repeats', '?')} repeats")
+    meta = report.get("meta") or {}
+    title = (f"Speed-up over {baseline}: measured vs predicted · {html.escape(str(meta.get('model') or ''))}, "
+             f"{meta.get('prompts') or '?'} prompts × {meta.get('repeats') or '?'} repeats")
     return base_layout(fig, title, height=440)
