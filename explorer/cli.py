@@ -89,6 +89,22 @@ def build_parser() -> argparse.ArgumentParser:
     profile.add_argument("--device", help="cpu | cuda (default: cuda when present)")
     profile.add_argument("--dtype", help="float32 | bfloat16 | float16")
 
+    from .soak import MAX_CLIENTS, MAX_TOTAL_RUNS
+
+    soak = sub.add_parser("soak", help="load-test the app's /decode API in-process on loopback (bounded)",
+                          description="Serves the app on a loopback port in this process and drives its /decode "
+                                      "API with concurrent gradio clients: completion, identical outputs against "
+                                      "one-at-a-time reference decodes, RSS, latency, concurrency.")
+    soak.add_argument("--clients", type=int, default=8, help=f"concurrent clients (at most {MAX_CLIENTS})")
+    soak.add_argument("--runs", type=int, default=50, help=f"decodes per client (clients × runs at most {MAX_TOTAL_RUNS})")
+    soak.add_argument("--max-new-tokens", type=int, default=16)
+    soak.add_argument("--model", default="default", help="default | hf:ORG/NAME | tiny-random[:SEED[:LAYERS]]")
+    soak.add_argument("--cancel-every", type=int, default=0, metavar="K",
+                      help="cancel every K-th submission shortly after submitting it (0: never)")
+    soak.add_argument("--seed", type=int, default=0)
+    soak.add_argument("--host", default="127.0.0.1", help="loopback address to serve on (nothing else is accepted)")
+    soak.add_argument("--out", help="also write the full report (every job, the RSS series) as JSON to this file")
+
     train = sub.add_parser("train", help="train a draft offline on the target's own answers (self-distillation)",
                            description="Offline trainers. Each writes an artifact (weights + JSON manifest) that "
                                        "the decoding methods find by the target model's fingerprint.")
@@ -175,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "train":
             return args.handler(args, argv if argv is not None else sys.argv[1:])
-        return {"bench": _bench, "sweep": _sweep, "profile": _profile}.get(args.command, _run)(args)
+        return {"bench": _bench, "sweep": _sweep, "profile": _profile, "soak": _soak}.get(args.command, _run)(args)
     except ExplorerError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -281,6 +297,26 @@ def _sweep(args) -> int:
         raise ExplorerError(f"cannot write the report: {err}") from None
     print(sweep.markdown(report))
     return 0
+
+
+def _soak(args) -> int:
+    from . import soak
+
+    soak.check_host(args.host)  # refuse bad arguments before loading anything
+    soak.check_args(args.clients, args.runs, args.max_new_tokens, args.cancel_every, args.seed)
+    report = soak.run(clients=args.clients, runs=args.runs, max_new_tokens=args.max_new_tokens, model=args.model,
+                      cancel_every=args.cancel_every, seed=args.seed, host=args.host,
+                      progress=lambda line: print(line, file=sys.stderr, flush=True))
+    if args.out:
+        try:
+            with open(args.out, "w", encoding="utf-8") as fh:
+                json.dump(report, fh, indent=1)
+        except OSError as err:
+            raise ExplorerError(f"cannot write the report to {args.out!r}: {err.strerror}") from None
+    print(soak.summary(report))
+    c = report["completion"]
+    return 0 if (report["correctness"]["identical"] == report["correctness"]["checked"]
+                 and not c["errors"] and c["finished"] + c["cancelled"] == c["submitted"]) else 1
 
 
 def _train_early_exit(args, argv: list[str]) -> int:

@@ -1,0 +1,65 @@
+"""The soak test (``python -m explorer soak``): a small real run against the served app, and its bounds."""
+
+import json
+
+import pytest
+
+from explorer import cli, soak
+from explorer.errors import ExplorerError
+
+
+def test_small_soak_run_completes_identically_and_writes_the_report(tmp_path, capsys):
+    out = tmp_path / "soak.json"
+    rc = cli.main(["soak", "--model", "tiny-random:1", "--clients", "2", "--runs", "3", "--max-new-tokens", "12",
+                   "--cancel-every", "3", "--out", str(out)])
+    printed = capsys.readouterr().out
+    assert rc == 0, printed
+    report = json.loads(out.read_text())
+    for key in ("config", "wall_s", "completion", "correctness", "latency_s", "per_method", "rss_mb", "concurrency",
+                "jobs", "skipped"):
+        assert key in report
+    c = report["completion"]
+    assert c["planned"] == c["submitted"] == 6 and not c["errors"]
+    assert c["cancel_requested"] == 2  # jobs 3 and 6
+    assert c["finished"] + c["cancelled"] == 6 and c["finished"] >= 4
+    assert report["correctness"]["identical"] == report["correctness"]["checked"] == c["finished"]
+    assert report["latency_s"]["p50"] > 0 and report["latency_s"]["p95"] >= report["latency_s"]["p50"]
+    rss = report["rss_mb"]
+    assert rss["series"] and 0 < rss["start"] <= rss["peak"] and rss["end"] <= rss["peak"]
+    assert report["concurrency"]["limit"] >= 1 and report["concurrency"]["running_at_end"] == 0
+    assert "eesd" in report["skipped"]  # no exit layer ships for a tiny random model: left out, said so
+    assert {j["method"] for j in report["jobs"]} <= {"ar", "speculative prompt-lookup:3", "speculative early-exit:1",
+                                                    "bita", "bild early-exit:1"}
+    assert "correctness: " in printed and "RSS:" in printed and "p95" in printed
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--host", "0.0.0.0"], "loopback only"),
+    (["--host", "192.168.1.5"], "loopback only"),
+    (["--host", "example.com"], "loopback only"),
+    (["--clients", "33"], "--clients must be from 1 to 32"),
+    (["--clients", "0"], "--clients must be from 1 to 32"),
+    (["--clients", "20", "--runs", "101"], "at most 2000"),
+    (["--max-new-tokens", "0"], "--max-new-tokens"),
+    (["--cancel-every", "-1"], "--cancel-every"),
+])
+def test_refuses_non_loopback_hosts_and_unbounded_loads_in_one_line(argv, words, capsys):
+    assert cli.main(["soak", "--model", "tiny-random:1", *argv]) == 2
+    err = capsys.readouterr().err
+    assert words in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_loopback_hosts_are_accepted():
+    assert soak.check_host("localhost") == "127.0.0.1"
+    assert soak.check_host("127.0.0.2") == "127.0.0.2"
+    assert soak.check_host("::1") == "::1"
+    with pytest.raises(ExplorerError):
+        soak.check_host("::")
+    with pytest.raises(ExplorerError):
+        soak.run(clients=1, runs=1, host="10.0.0.1")  # refused before anything loads
+
+
+def test_percentile_is_nearest_rank():
+    assert soak.percentile([], 50) is None
+    assert soak.percentile([3.0, 1.0, 2.0], 50) == 2.0
+    assert soak.percentile([float(i) for i in range(1, 101)], 95) == 95.0
