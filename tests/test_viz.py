@@ -338,5 +338,6 @@ def test_a_new_method_plugs_in_with_one_registration(sampled):
 
 def test_run_summary_reports_speed_acceptance_and_speedups(lookup, ar):
     text = viz.run_summary(lookup, ar)
-    assert "prompt-lookup:3" in text and "tokens/s" in text and "α̂ 0.18" in text
+    # Names pass safe_markdown: Markdown punctuation arrives backslash-escaped and renders as typed.
+    assert "prompt\\-lookup:3" in text and "tokens/s" in text and "α̂ 0.18" in text
     assert "predicted ×1.22" in text and "measured ×" in text and "end of sequence" in text
