@@ -280,7 +280,8 @@ class Handlers:
         went away ends the decode at the next round instead of running it to the end on cores whose
         concurrency slot was already given to someone else."""
         try:
-            options = decode_options(method, draft, gamma, "fixed", temperature, 0, 1.0, max_new_tokens, seed)
+            # no controller: the engine's default (fixed γ), except eesd's Thompson sampling from its preset
+            options = decode_options(method, draft, gamma, None, temperature, 0, 1.0, max_new_tokens, seed)
             with LOAD_LOCK:
                 decoding = explorer.stream(model, prompt, **options)
             tokens = 0
@@ -308,7 +309,7 @@ def decode_options(method, draft, gamma, controller, temperature, top_k, top_p, 
         "method": method,
         "draft": None if method == "ar" else draft,
         "gamma": whole("γ (gamma)", gamma),
-        "controller": (controller or "fixed").strip(),
+        "controller": (controller or "").strip() or None,
         "temperature": number("temperature", temperature),
         "top_k": whole("top-k", top_k),
         "top_p": number("top-p", top_p),
