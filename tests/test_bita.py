@@ -11,8 +11,9 @@ from scipy.stats import chisquare
 
 import explorer
 from explorer.bita_tokens import init_tokens, tokens_for
-from explorer.engine.bita import (BitaConfig, attention_allowed, bita_rounds, build_tree, compact_cache,
+from explorer.engine.bita import (BitaConfig, BitaStep, attention_allowed, bita_rounds, build_tree, compact_cache,
                                   position_ids, walk)
+from explorer.engine.rounds import run_rounds
 from explorer.engine.sampling import Rng, SamplingConfig
 from explorer.engine.trace import check_tree
 from explorer.errors import ExplorerError
@@ -209,7 +210,8 @@ def test_compaction_leaves_the_cache_a_fresh_forward_would_build(default_model):
     tokens = tokens_for(model, "auto", 3)
     ids = default_model.encode("Count from one to twenty: one, two, three, four,")
     cfg = BitaConfig("efficient", 3, 3)
-    gen = bita_rounds(default_model, tokens, cfg, SamplingConfig(), ids, 40, Rng(0))
+    step = BitaStep(default_model, tokens, cfg, SamplingConfig(), Rng(0))
+    gen = run_rounds(default_model.device, default_model.eos_token_ids, step, ids, 40)
     context = list(ids)
     accepted = 0
     for record, _ in gen:
@@ -218,7 +220,7 @@ def test_compaction_leaves_the_cache_a_fresh_forward_would_build(default_model):
         if accepted >= 2 and record.n_accepted:
             break
     assert accepted >= 2, "the test needs rounds that accepted tree nodes"
-    cache = gen.gi_frame.f_locals["cache"]
+    cache = step.cache
     n_prompt = tokens.n_prompt
     assert cache.get_seq_length() == n_prompt + len(context) - 1
     fresh = run_plain(model, context[:-1])

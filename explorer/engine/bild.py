@@ -34,7 +34,7 @@ from .cache import CachedForward
 from .drafters import ForwardDrafter
 from .forward import full_forward
 from .sampling import Rng, SamplingConfig, choose, distribution
-from .speculative import TOP_ALTERNATIVES, clock_for, top_pairs
+from .rounds import TOP_ALTERNATIVES, Round, run_rounds, top_pairs
 from .trace import RoundTrace, Timing
 
 
@@ -60,10 +60,9 @@ class BildConfig:
         return self.rollback_threshold is not None and math.isfinite(self.rollback_threshold)
 
 
-class _Fallback:
-    """The fallback policy as a controller: stop the small turn at the first unsure token."""
-
-    kind = "bild-fallback"
+class Fallback:
+    """BiLD's fallback policy (section 3.3), a stop rule for the small turn: stop at the first token whose
+    max p_S is below α_FB."""
 
     def __init__(self, threshold: float):
         self.threshold = threshold
@@ -81,32 +80,36 @@ class _Fallback:
 def bild_rounds(target, small: ForwardDrafter, cfg: BildConfig, sampling: SamplingConfig,
                 prompt_ids: list[int], max_new_tokens: int, rng: Rng) -> Iterator[tuple[RoundTrace, float]]:
     """Yield (round, seconds spent recording it) until ``max_new_tokens`` or an end-of-sequence token."""
-    large = CachedForward(full_forward(target.model), target.device)
-    clock = clock_for(target.device)
-    eos = target.eos_token_ids
-    context = list(prompt_ids)
-    produced, index = 0, 0
-    while produced < max_new_tokens:
-        start = clock()
+    step = BildStep(target, small, cfg, sampling, rng)
+    return run_rounds(target.device, target.eos_token_ids, step, prompt_ids, max_new_tokens)
+
+
+class BildStep:
+    """One BiLD round (small turn, large pass, rollback, commit) on the round driver."""
+
+    def __init__(self, target, small: ForwardDrafter, cfg: BildConfig, sampling: SamplingConfig, rng: Rng):
+        self.large = CachedForward(full_forward(target.model), target.device)
+        self.small, self.cfg, self.sampling, self.rng = small, cfg, sampling, rng
+
+    def __call__(self, round: Round):
+        small, cfg, sampling, rng, clock, context = (self.small, self.cfg, self.sampling, self.rng, round.clock,
+                                                     round.context)
         # 1. small turn (room for all the remaining tokens: without a fallback the small model may finish)
-        budget = min(cfg.max_small_steps, max_new_tokens - produced)
-        policy = _Fallback(cfg.fallback_threshold)
-        proposal = small.propose(context, budget, sampling, rng, policy)
+        policy = Fallback(cfg.fallback_threshold)
+        proposal = small.propose(context, min(cfg.max_small_steps, round.budget), sampling, rng, policy)
         tokens, q = proposal.tokens, proposal.q
         if policy.unsure_prob is not None:  # the unsure token is not used: the large model decides there
             tokens, q = tokens[:-1], q[:-1]
-        for i, token in enumerate(tokens):  # the small model ended the text: the turn ends there
-            if token in eos:
-                tokens, q = tokens[: i + 1], q[: i + 1]
-                break
-        finished = len(tokens) == max_new_tokens - produced or (tokens and tokens[-1] in eos)
+        tokens, _ = round.until_end(tokens, 0)  # the small model ended the text: the turn ends there
+        q = q[: len(tokens)] if q is not None else None
+        finished = len(tokens) == round.budget or bool(tokens and tokens[-1] in round.eos)
         small_at = clock()
 
         # 2. large pass over the pending small tokens: p_L for each of them and for the next position
         #    (a finished text needs the pass only to review the small tokens for a rollback)
         p = None
         if not finished or cfg.rolls_back:
-            p = distribution(large.logits(context + tokens, len(tokens) + 1), sampling)  # (K+1, V)
+            p = distribution(self.large.logits(context + tokens, len(tokens) + 1), sampling)  # (K+1, V)
         large_at = clock()
 
         # 3. rollback: the first position the large model rejects and would fill differently
@@ -130,15 +133,12 @@ def bild_rounds(target, small: ForwardDrafter, cfg: BildConfig, sampling: Sampli
             kept = len(tokens)
             emitted = tokens + [choose(p[len(tokens)], sampling, rng.on(p.device))]
             kinds = ["accepted"] * kept + ["bonus"]
-        for i, token in enumerate(emitted):
-            if token in eos:
-                emitted, kinds, kept = emitted[: i + 1], kinds[: i + 1], min(kept, i + 1)
-                break
+        emitted, kept = round.until_end(emitted, kept)
+        kinds = kinds[: len(emitted)]
 
         # 4. commit
-        context_len = len(context)
-        context.extend(emitted)
-        large.truncate(len(context) - 1)
+        context_len = round.commit(emitted)
+        self.large.truncate(len(context) - 1)
         small.rollback(context)
         done_at = clock()
 
@@ -148,13 +148,9 @@ def bild_rounds(target, small: ForwardDrafter, cfg: BildConfig, sampling: Sampli
             "fallback_threshold": cfg.fallback_threshold, "rollback_threshold": cfg.rollback_threshold,
             "rollback": rollback, "large_pass": p is not None,
         }
-        record = _record(index, context_len, tokens, q, p, emitted, kinds, kept, detail, proposal.forwards,
-                         Timing(small_at - start, large_at - small_at, done_at - large_at))
-        yield record, clock() - done_at
-        produced += len(emitted)
-        index += 1
-        if emitted and emitted[-1] in eos:
-            return
+        timing = Timing(small_at - round.start, large_at - small_at, done_at - large_at)
+        return lambda: _record(round.index, context_len, tokens, q, p, emitted, kinds, kept, detail,
+                               proposal.forwards, timing)
 
 
 def _record(index, context_len, tokens, q, p, emitted, kinds, kept, detail, small_forwards, timing) -> RoundTrace:

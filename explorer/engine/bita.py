@@ -41,7 +41,7 @@ import torch
 from ..errors import ExplorerError
 from .forward import fast_decoder, lm_head
 from .sampling import Rng, SamplingConfig, choose, distribution
-from .speculative import TOP_ALTERNATIVES, clock_for, top_pairs
+from .rounds import TOP_ALTERNATIVES, Round, run_rounds, top_pairs
 from .trace import RoundTrace, Timing
 
 TREE_KINDS = {
@@ -310,30 +310,34 @@ def bita_rounds(target, tokens, cfg: BitaConfig, sampling: SamplingConfig, promp
     ``tokens`` is a ``BitaTokens`` (prompt keys/values and at least ``cfg.masks`` mask embeddings)."""
     if tokens.n_masks < cfg.masks:
         raise ExplorerError(f"the BiTA tokens have {tokens.n_masks} mask tokens; {cfg.masks} were asked for")
-    model = target.model
-    head = lm_head(model)
-    clock = clock_for(target.device)
-    eos = target.eos_token_ids
-    masks = tokens.masks[: cfg.masks]
-    cache = tokens.prompt_cache()
-    n_prompt = tokens.n_prompt
-    context = list(prompt_ids)
-    cached = 0  # context tokens whose keys and values are in the cache (after the prompt tokens)
-    candidates: list[list[tuple[int, float]]] = []  # per depth, the chosen mask group's top-k
-    generator = rng.on(target.device)
-    produced = index = 0
-    while produced < max_new_tokens:
-        start = clock()
+    step = BitaStep(target, tokens, cfg, sampling, rng)
+    return run_rounds(target.device, target.eos_token_ids, step, prompt_ids, max_new_tokens)
+
+
+class BitaStep:
+    """One BiTA round (draft tree from the last pass's masks, one forward that verifies it and drafts the
+    next, the walk, the cache compaction) on the round driver."""
+
+    def __init__(self, target, tokens, cfg: BitaConfig, sampling: SamplingConfig, rng: Rng):
+        self.model, self.head = target.model, lm_head(target.model)
+        self.tokens, self.cfg, self.sampling = tokens, cfg, sampling
+        self.masks = tokens.masks[: cfg.masks]
+        self.cache = tokens.prompt_cache()
+        self.cached = 0  # context tokens whose keys and values are in the cache (after the prompt tokens)
+        self.candidates: list[list[tuple[int, float]]] = []  # per depth, the chosen mask group's top-k
+        self.generator = rng.on(target.device)
+
+    def __call__(self, round: Round):
+        cfg, clock, context, head, n_prompt = self.cfg, round.clock, round.context, self.head, self.tokens.n_prompt
         # 1. draft: last pass's mask predictions as a tree (room for the target's own token)
-        remaining = max_new_tokens - produced
-        layout = build_tree(cfg, candidates, remaining - 1)
-        tail = context[cached:]
+        layout = build_tree(cfg, self.candidates, round.budget - 1)
+        tail = context[self.cached:]
         drafted_at = clock()
 
         # 2. verify and generate: one forward over the context tail, the tree and the mask groups
         with torch.inference_mode():
-            hidden = tree_forward(model, masks, cache, tail, layout, n_prompt, cached)  # (R, H)
-        p = TargetRows(head, hidden[len(tail) - 1: len(tail) + layout.n_nodes], sampling)
+            hidden = tree_forward(self.model, self.masks, self.cache, tail, layout, n_prompt, self.cached)  # (R, H)
+        p = TargetRows(head, hidden[len(tail) - 1: len(tail) + layout.n_nodes], self.sampling)
         # the chain's next candidates come from its one mask group, known before the walk: same head call
         chain_masks = hidden[len(tail) + layout.group_start(-1):][: cfg.masks] if cfg.tree == "straightforward" else None
         mask_logits = p.all_if_small(chain_masks)  # (M, V) for the chain, else None
@@ -342,26 +346,17 @@ def bita_rounds(target, tokens, cfg: BitaConfig, sampling: SamplingConfig, promp
         # 3. accept: follow the target's token down the tree while it is a child of the current node
         #    (the LM head runs only on the rows the walk visits)
         with torch.inference_mode():
-            path, token = walk(layout, p, sampling, generator)
+            path, token = walk(layout, p, self.sampling, self.generator)
         node = path[-1] if path else -1
-        emitted = [layout.tokens[i] for i in path] + [token]
-        n_accepted = len(path)
-        for i, t in enumerate(emitted):
-            if t in eos:
-                emitted = emitted[: i + 1]
-                n_accepted = min(n_accepted, i + 1)
-                break
-        emitted = emitted[:remaining]
-        n_accepted = min(n_accepted, len(emitted))
-        finished = len(emitted) == remaining or emitted[-1] in eos
+        emitted, n_accepted = round.until_end([layout.tokens[i] for i in path] + [token], len(path))
+        finished = len(emitted) == round.budget or emitted[-1] in round.eos
 
         # 4. commit: the accepted nodes' keys and values move into place, the rest is dropped
         keep = n_prompt + len(context)  # prompt tokens + the whole context (the tail was just run)
         with torch.inference_mode():
-            compact_cache(cache, keep, [keep + i for i in path])
-        cached = len(context) + len(path)
-        context_len = len(context)
-        context.extend(emitted)
+            compact_cache(self.cache, keep, [keep + i for i in path])
+        self.cached = len(context) + len(path)
+        context_len = round.commit(emitted)
         accepted_at = clock()
 
         # next round's candidates: the mask group that follows the last accepted token
@@ -373,19 +368,14 @@ def bita_rounds(target, tokens, cfg: BitaConfig, sampling: SamplingConfig, promp
                     head(hidden[start_row + first_slot: start_row + cfg.masks])
                 q = logits.float().softmax(dim=-1)  # (M', V)
                 top = torch.topk(q, cfg.k, dim=-1)
-            candidates = [list(zip(ids, probs)) for ids, probs in zip(top.indices.tolist(), top.values.tolist())]
+            self.candidates = [list(zip(ids, probs)) for ids, probs in zip(top.indices.tolist(), top.values.tolist())]
         else:
-            candidates = []
+            self.candidates = []
         done_at = clock()
-        timing = Timing(drafted_at - start + done_at - accepted_at, verified_at - drafted_at, accepted_at - verified_at)
-
-        record = _record(index, context_len, layout, path, node, emitted, n_accepted, p, len(tail), n_prompt,
-                         owner, cfg, tokens.name, timing)
-        yield record, clock() - done_at
-        produced += len(emitted)
-        index += 1
-        if emitted[-1] in eos:
-            return
+        timing = Timing(drafted_at - round.start + done_at - accepted_at, verified_at - drafted_at,
+                        accepted_at - verified_at)
+        return lambda: _record(round.index, context_len, layout, path, node, emitted, n_accepted, p, len(tail),
+                               n_prompt, owner, cfg, self.tokens.name, timing)
 
 
 def tree_record(layout: Layout, path: list[int], p: TargetRows, n_prompt: int, n_tail: int, owner: int,

@@ -1,4 +1,4 @@
-"""The round loop shared by ``ar`` and ``speculative`` (Leviathan et al., Algorithm 1).
+"""The round step shared by ``ar`` and ``speculative`` (Leviathan et al., Algorithm 1).
 
 One round:
     1. draft   — the drafter proposes K = controller.draft_length(evidence) tokens (K = 0 for ``ar``)
@@ -6,8 +6,8 @@ One round:
     3. accept  — greedy prefix match, or accept w.p. min(1, p/q) with a residual correction
     4. commit  — emit the accepted prefix + one target token; both KV caches roll back to the new context
 
-``ar`` is the same loop with no drafter, so both share the timing code and the trace format. The
-target's cache always holds the committed context except its last token (the "pending" token, which the
+``ar`` is the same step with no drafter, so both share the trace format; the round driver
+(``rounds.run_rounds``) owns the clock, the token budget and the end-of-sequence cut. The target's cache always holds the committed context except its last token (the "pending" token, which the
 next verification runs together with the drafts).
 
 Shape legend: K drafted tokens, V vocabulary.
@@ -15,7 +15,6 @@ Shape legend: K drafted tokens, V vocabulary.
 
 from __future__ import annotations
 
-import time
 from typing import Iterator
 
 import torch
@@ -25,32 +24,37 @@ from .cache import CachedForward
 from .controllers import Controller
 from .drafters import NO_PROPOSAL, Drafter, Proposal
 from .forward import full_forward
+from .rounds import TOP_ALTERNATIVES, Round, run_rounds, top_pairs
 from .sampling import Rng, SamplingConfig, distribution
 from .trace import RoundTrace, Timing
-
-TOP_ALTERNATIVES = 5
 
 
 def decode_rounds(target, drafter: Drafter | None, controller: Controller, cfg: SamplingConfig,
                   prompt_ids: list[int], max_new_tokens: int, rng: Rng) -> Iterator[tuple[RoundTrace, float]]:
     """Yield (round, seconds spent recording it) until ``max_new_tokens`` or an end-of-sequence token."""
-    runner = getattr(drafter, "verifier", None) or CachedForward(full_forward(target.model), target.device)
-    clock = clock_for(target.device)
-    eos = target.eos_token_ids
-    context = list(prompt_ids)
-    produced = 0
-    index = 0
-    while produced < max_new_tokens:
-        start = clock()
+    step = SpeculativeStep(target, drafter, controller, cfg, rng)
+    return run_rounds(target.device, target.eos_token_ids, step, prompt_ids, max_new_tokens)
+
+
+class SpeculativeStep:
+    """One round of Algorithm 1 (``ar`` when there is no drafter) on the round driver."""
+
+    def __init__(self, target, drafter: Drafter | None, controller: Controller, cfg: SamplingConfig, rng: Rng):
+        self.runner = getattr(drafter, "verifier", None) or CachedForward(full_forward(target.model), target.device)
+        self.drafter, self.controller, self.cfg, self.rng = drafter, controller, cfg, rng
+
+    def __call__(self, round: Round):
+        drafter, controller, cfg, rng, clock, context = (self.drafter, self.controller, self.cfg, self.rng,
+                                                         round.clock, round.context)
         # 1. draft (leave room for the target's token so a round never passes max_new_tokens)
         k = 0 if drafter is None else min(controller.draft_length(_evidence(drafter, controller, context)),
-                                          max_new_tokens - produced - 1)
+                                          round.budget - 1)
         proposal = drafter.propose(context, k, cfg, rng, controller) if k > 0 else NO_PROPOSAL
         drafted = proposal.tokens
         drafted_at = clock()
 
         # 2. verify: logits for the position before each draft and after the last one
-        logits = runner.logits(context + drafted, len(drafted) + 1)  # (K+1, V)
+        logits = self.runner.logits(context + drafted, len(drafted) + 1)  # (K+1, V)
         p = distribution(logits, cfg)  # (K+1, V)
         verified_at = clock()
 
@@ -61,32 +65,18 @@ def decode_rounds(target, drafter: Drafter | None, controller: Controller, cfg: 
             verdict = speculative_accept(p, _q_for(proposal, p), drafted, rng.on(p.device))
 
         # 4. commit: stop at an end-of-sequence token wherever it falls
-        emitted = drafted[: verdict.n_accepted] + [verdict.next_token]
-        n_accepted = verdict.n_accepted
-        for i, token in enumerate(emitted):
-            if token in eos:
-                emitted = emitted[: i + 1]
-                n_accepted = min(n_accepted, i + 1)
-                break
-        context_len = len(context)
-        context.extend(emitted)
-        runner.truncate(len(context) - 1)
+        emitted, n_accepted = round.until_end(drafted[: verdict.n_accepted] + [verdict.next_token], verdict.n_accepted)
+        context_len = round.commit(emitted)
+        self.runner.truncate(len(context) - 1)
         if drafter is not None:
             drafter.rollback(context)
         controller_state = {}
         if drafter is not None:  # the controller learns from this round's outcome and its costs so far
-            so_far = Timing(drafted_at - start, verified_at - drafted_at, clock() - verified_at)
+            so_far = Timing(drafted_at - round.start, verified_at - drafted_at, clock() - verified_at)
             controller_state = controller.update(len(drafted), verdict.n_accepted, so_far, proposal.forwards)
-        done_at = clock()
-        timing = Timing(drafted_at - start, verified_at - drafted_at, done_at - verified_at)
-
-        record = _record(index, context_len, proposal, p, verdict, emitted, n_accepted, drafter is not None,
-                         controller_state, timing)
-        yield record, clock() - done_at
-        produced += len(emitted)
-        index += 1
-        if emitted[-1] in eos:
-            return
+        timing = Timing(drafted_at - round.start, verified_at - drafted_at, clock() - verified_at)
+        return lambda: _record(round.index, context_len, proposal, p, verdict, emitted, n_accepted,
+                               drafter is not None, controller_state, timing)
 
 
 def _evidence(drafter: Drafter, controller: Controller, context: list[int]) -> str | None:
@@ -142,18 +132,3 @@ def _record(index: int, context_len: int, proposal: Proposal, p: torch.Tensor, v
         uniforms=verdict.uniforms, draft_top=draft_top, target_top=top_pairs(top_p), residual_top=residual_top,
         draft_forwards=proposal.forwards, target_forwards=1, controller=controller_state,
     )
-
-
-def top_pairs(top) -> tuple:
-    """torch.topk output (rows × k) -> ((id, prob), ...) per row, as plain data."""
-    return tuple(tuple(zip(ids, probs)) for ids, probs in zip(top.indices.tolist(), top.values.tolist()))
-
-
-def clock_for(device: torch.device):
-    """perf_counter, after the device has finished its queued work (honest GPU timings)."""
-    if device.type == "cuda":
-        def clock() -> float:
-            torch.cuda.synchronize(device)
-            return time.perf_counter()
-        return clock
-    return time.perf_counter
