@@ -21,7 +21,7 @@ from .engine.costs import verify_cost_curve
 from .engine.drafters import ForwardDrafter, make_drafter
 from .engine.sampling import Rng, SamplingConfig
 from .engine.speculative import decode_rounds
-from .engine.trace import RoundTrace, RunTrace, Settings, Summary
+from .engine.trace import RoundTrace, RunTrace, Settings, Summary, alpha_hat
 from .errors import ExplorerError
 from .limits import MAX_NEW_TOKENS, MAX_PROMPT_CHARS, MODEL_CACHE_BYTES, MAX_SEED, MAX_SPEC_CHARS, clip
 from . import exits
@@ -104,7 +104,6 @@ def summarize(rounds: tuple[RoundTrace, ...], record_s: float, stop_reason: str,
     new_tokens = sum(len(r.emitted) for r in rounds)
     drafted = sum(len(r.drafted) for r in rounds)
     accepted = sum(r.n_accepted for r in rounds)
-    tested = sum(r.n_accepted + (r.event == "rejected") for r in rounds)
     target_forwards = sum(r.target_forwards for r in rounds)
     draft_forwards = sum(r.draft_forwards for r in rounds)
     draft_s = sum(r.timing.draft_s for r in rounds)
@@ -113,7 +112,7 @@ def summarize(rounds: tuple[RoundTrace, ...], record_s: float, stop_reason: str,
     wall_s = draft_s + verify_s + other_s + record_s
     drafting = [r for r in rounds if r.drafted]
     mean_gamma = sum(len(r.drafted) for r in drafting) / len(drafting) if drafting else 0.0
-    alpha = accepted / tested if tested else None
+    alpha = alpha_hat(rounds)
     c = _cost_ratio(rounds)
     predicted = eq14 = None
     if alpha is not None and c is not None and mean_gamma > 0 and method not in LOSSY:

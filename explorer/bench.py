@@ -24,6 +24,7 @@ from . import theory
 from .api import _load_cached, decode
 from .engine import fast
 from .engine.costs import verify_cost_curve
+from .engine.trace import alpha_hat
 from .errors import ExplorerError
 from .exits import exit_for
 from .models import quiet_transformers
@@ -244,13 +245,12 @@ def _row(system: System, results, prompts, temperature, verify_ratio) -> dict:
     traces = [r[2] for rep in runs for r in rep if r[2] is not None]
     drafted = sum(t.summary.drafted for t in traces)
     accepted = sum(t.summary.accepted for t in traces)
-    tested = sum(t.summary.accepted + sum(r.event == "rejected" for r in t.rounds) for t in traces)
     forwards = sum(t.summary.target_forwards for t in traces)
     new = sum(t.summary.new_tokens for t in traces)
     cs = [t.summary.c_measured for t in traces if t.summary.c_measured is not None]
     gammas = [t.summary.mean_gamma for t in traces if t.summary.mean_gamma]
     c = statistics.median(cs) if cs else None
-    alpha = accepted / tested if tested else None
+    alpha = alpha_hat([r for t in traces for r in t.rounds])
     predicted = predicted_cost = None
     if alpha is not None and c is not None and gammas:
         mean_gamma = statistics.mean(gammas)

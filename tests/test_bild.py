@@ -56,6 +56,10 @@ def test_events_are_consistent_with_the_text(default_model):
     assert rebuilt[len(t.prompt_ids):] == list(t.output_ids)
     assert {"fallback", "rollback"} <= {r.event for r in t.rounds}
     assert explorer.load_trace(t.to_json()) == t
+    # a rollback refuses a small token: α̂ counts it as tested (it read 1.0 when only "rejected" counted)
+    rollbacks = sum(r.event == "rollback" for r in t.rounds)
+    assert t.summary.alpha_hat == pytest.approx(t.summary.accepted / (t.summary.accepted + rollbacks))
+    assert t.summary.alpha_hat < 1.0
 
 
 def test_sweep_trades_quality_for_cost_in_the_papers_direction(default_model):

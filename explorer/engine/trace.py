@@ -90,6 +90,19 @@ class RoundTrace:
     # string per position over the positions), ``sees_prompt`` (per position) and ``accepted_path``.
     tree: dict[str, Any] | None = None
 
+    @property
+    def tested(self) -> int:
+        """Drafts the target judged this round: those it accepted and the one it refused (a rejection, or
+        the position of a BiLD rollback); drafts after that one are discarded untested."""
+        return self.n_accepted + (self.rejected_at is not None)
+
+
+def alpha_hat(rounds) -> float | None:
+    """α̂ = accepted / tested drafts, the estimate of the acceptance rate α (Leviathan et al., Definition
+    3.1): a draft discarded after a rejection was never tested, so it does not count. None without tests."""
+    tested = sum(r.tested for r in rounds)
+    return sum(r.n_accepted for r in rounds) / tested if tested else None
+
 
 @dataclass(frozen=True)
 class Settings:

@@ -17,9 +17,9 @@ def acceptance_figure(trace, round_index: int) -> go.Figure:
     accepted = [r.n_accepted for r in trace.rounds]
     refused = [len(r.drafted) - r.n_accepted for r in trace.rounds]
     running, tested, kept = [], 0, 0
-    for r in trace.rounds:
+    for r in trace.rounds:  # the running α̂ (``engine.trace.alpha_hat`` over the rounds so far)
         kept += r.n_accepted
-        tested += r.n_accepted + (r.event == "rejected")
+        tested += r.tested
         running.append(kept / tested if tested else None)
     selected = max(0, min(int(round_index), len(trace.rounds) - 1)) + 1
     fig = go.Figure()
