@@ -16,9 +16,9 @@ from typing import Iterator
 
 from . import theory
 from .engine.bild import BildConfig, bild_rounds
-from .engine.controllers import make_controller
+from .engine.controllers import check_controller, make_controller
 from .engine.costs import verify_cost_curve
-from .engine.drafters import ForwardDrafter, make_drafter
+from .engine.drafters import make_drafter
 from .engine.sampling import Rng, SamplingConfig
 from .engine.speculative import decode_rounds
 from .engine.trace import RoundTrace, RunTrace, Settings, Summary, alpha_hat
@@ -179,7 +179,8 @@ def stream(model, prompt: str | None = None, *, prompt_ids: list[int] | None = N
     cfg = SamplingConfig(float(temperature), top_k, float(top_p))
     if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed <= MAX_SEED:
         raise ExplorerError(f"seed must be a whole number from 0 to 2^63 - 1, got {clip(seed)}")
-    ctrl = make_controller(controller, gamma, lambda: verify_cost_curve(target, max_tokens=gamma + 1), seed=seed)
+    curve = lambda: verify_cost_curve(target, max_tokens=gamma + 1)  # noqa: E731 (measured only if priced)
+    check_controller(controller, gamma)  # refused before anything else runs
     if not isinstance(max_new_tokens, int) or not 1 <= max_new_tokens <= MAX_NEW_TOKENS:
         raise ExplorerError(f"max_new_tokens must be a whole number from 1 to {MAX_NEW_TOKENS}, got {max_new_tokens!r}")
     ids = _prompt_ids(target, prompt, prompt_ids, chat, max_new_tokens)
@@ -192,14 +193,10 @@ def stream(model, prompt: str | None = None, *, prompt_ids: list[int] | None = N
         if draft is None:
             raise ExplorerError(f"method {method!r} needs a draft: model:<name>, early-exit:N or prompt-lookup:n")
         drafter = make_drafter(draft, target, lambda spec: _load_cached(spec, device, dtype))
-        if hasattr(ctrl, "theta_model"):  # cali-ts: the draft's trained θ_M predictor (eq. 5), if it has one
-            ctrl.theta_model = getattr(drafter, "theta_model", None)
-        if hasattr(ctrl, "prior_alpha"):  # cost-aware: start from the draft's measured acceptance, if known
-            ctrl.prior_alpha = getattr(drafter, "expected_acceptance", None)
     settings = Settings(temperature=cfg.temperature, top_k=cfg.top_k, top_p=cfg.top_p, gamma=gamma,
                         controller=controller, seed=seed, max_new_tokens=max_new_tokens, chat=chat)
     if method == "bild":
-        if not isinstance(drafter, ForwardDrafter):
+        if not drafter.gives_distributions:
             raise ExplorerError("bild needs a small model that gives distributions: model:<name> or early-exit:N")
         if rollback_threshold is not None and rollback_threshold == float("inf"):
             rollback_threshold = None
@@ -209,9 +206,10 @@ def stream(model, prompt: str | None = None, *, prompt_ids: list[int] | None = N
                                        rollback_threshold=bild.rollback_threshold, max_small_steps=max_small_steps)
         rounds = bild_rounds(target, drafter, bild, cfg, ids, max_new_tokens, Rng(seed))
     else:
+        ctrl = make_controller(controller, gamma, curve, seed, drafter)
         rounds = decode_rounds(target, drafter, ctrl, cfg, ids, max_new_tokens, Rng(seed))
     return Decoding(target, method, drafter.spec if drafter else None, settings, ids, prompt, rounds,
-                    getattr(drafter, "about", None))
+                    drafter.about if drafter else None)
 
 
 def _bita(target: LoadedModel, settings: Settings, cfg: SamplingConfig, ids: list[int], prompt, tree: str,

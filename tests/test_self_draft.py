@@ -104,8 +104,7 @@ def test_sampling_with_a_restricted_vocabulary_exit_is_distributed_as_the_target
     counts, accepted = np.zeros((2, p0.shape[0])), 0
     for seed in range(RUNS):
         shared = SelfSpeculation(tiny_target.model, head, tiny_target.device)
-        drafter = ForwardDrafter("early-exit:1", runner=DraftRunner(shared))
-        drafter.verifier = SharedVerifier(shared)
+        drafter = ForwardDrafter("early-exit:1", runner=DraftRunner(shared), verifier=SharedVerifier(shared))
         rounds = [r for r, _ in decode_rounds(tiny_target, drafter, Fixed(2), cfg, PREFIX, 2, Rng(seed))]
         out = [t for r in rounds for t in r.emitted]
         assert all(t % 2 == 0 for r in rounds for t in r.drafted)  # drafts only from the scored rows

@@ -334,19 +334,28 @@ CONTROLLERS = {"fixed": Fixed, "heuristic": Heuristic, "cost-aware": CostAware, 
 PRICED = ("cost-aware", "beta-ts-priced", "cali-ts-priced")  # the controllers that need the verify-cost curve
 
 
-def make_controller(name: str, gamma: int, verify_curve=None, seed: int = 0, theta_model=None) -> Controller:
-    """A controller by name; ``verify_curve`` (seconds per forward of 1, 2, … tokens) for cost-aware;
-    ``seed`` for the Thompson samplers' draws; ``theta_model`` (step, q_row) -> θ_M for cali-ts."""
-    if not isinstance(gamma, int) or isinstance(gamma, bool) or not 1 <= gamma <= MAX_GAMMA:
-        raise ExplorerError(f"gamma must be a whole number from 1 to {MAX_GAMMA}, got {gamma!r}")
-    if name not in CONTROLLERS:
-        raise ExplorerError(f"unknown controller {name!r}: use one of {', '.join(CONTROLLERS)}")
+def make_controller(name: str, gamma: int, verify_curve=None, seed: int = 0, drafter=None) -> Controller:
+    """A controller by name; ``verify_curve`` (seconds per forward of 1, 2, … tokens, or a function that
+    measures it) for the priced ones; ``seed`` for the Thompson samplers' draws. ``drafter`` (a
+    ``drafters.Drafter``) gives what a controller may learn from the draft: cali-ts its trained θ_M
+    predictor (EESD eq. 5), cost-aware the acceptance measured offline as its prior."""
+    check_controller(name, gamma)
     curve = (verify_curve() if callable(verify_curve) else verify_curve) if name in PRICED else None
     if name == "cost-aware":
-        return CostAware(gamma, curve)
+        controller = CostAware(gamma, curve)
+        controller.prior_alpha = getattr(drafter, "expected_acceptance", None)
+        return controller
     costs = StepCosts(gamma, curve) if curve is not None else None
     if name.startswith("beta-ts"):
         return BetaTS(gamma, seed, costs=costs)
     if name.startswith("cali-ts"):
-        return CaliTS(gamma, seed, theta_model, costs=costs)
+        return CaliTS(gamma, seed, getattr(drafter, "theta_model", None), costs=costs)
     return CONTROLLERS[name](gamma)
+
+
+def check_controller(name: str, gamma: int) -> None:
+    """``ExplorerError`` with one line unless ``name`` is a controller and γ a whole number in range."""
+    if not isinstance(gamma, int) or isinstance(gamma, bool) or not 1 <= gamma <= MAX_GAMMA:
+        raise ExplorerError(f"gamma must be a whole number from 1 to {MAX_GAMMA}, got {gamma!r}")
+    if name not in CONTROLLERS:
+        raise ExplorerError(f"unknown controller {name!r}: use one of {', '.join(CONTROLLERS)}")

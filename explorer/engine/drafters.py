@@ -1,9 +1,7 @@
 """Drafters: propose up to k tokens, with their draft distributions q when they have them.
 
-Protocol (``Drafter``): ``propose(context, k, ...)`` returns a ``Proposal``; ``rollback(context)`` drops
-whatever the drafter cached past the committed context. A drafter that can say cheaply, before drafting,
-what its next draft would rest on also has ``evidence(context)`` (a short label, or None); controllers
-that learn acceptance per kind of evidence (``cost-aware``) use it. Three kinds:
+``Drafter`` is the contract: every capability the round loop, the controllers and the page use, each
+declared here with its default. Three kinds:
 
     model:<name>       a separate small model with the target's vocabulary
     early-exit:N       a view of the target's first N layers plus an exit head (EESD 3.1)
@@ -23,7 +21,6 @@ import torch
 from ..errors import ExplorerError
 from ..exits import exit_for
 from .cache import CachedForward, common_prefix
-from .controllers import Controller
 from .forward import full_forward
 from .self_draft import DraftRunner, SelfSpeculation, SharedVerifier
 from .sampling import Rng, SamplingConfig, choose, distribution
@@ -41,30 +38,56 @@ class Proposal:
 NO_PROPOSAL = Proposal([])
 
 
-class Drafter(Protocol):
-    spec: str
+class StopRule(Protocol):
+    """Stops a draft early: asked after each drafted token (``q_row``: its distribution, None for a
+    copied draft). Controllers are stop rules (EESD's Thompson sampling); so is BiLD's fallback."""
 
-    def propose(self, context: list[int], k: int, cfg: SamplingConfig, rng: Rng,
-                controller: Controller) -> Proposal: ...
-
-    def rollback(self, context: list[int]) -> None: ...
+    def keep_drafting(self, step: int, q_row: torch.Tensor | None) -> bool: ...
 
 
-class ForwardDrafter:
+class Drafter:
+    """What a draft is to the rest of the engine. Subclasses implement ``propose``; the rest defaults to
+    "not available" and a subclass sets what it has."""
+
+    spec: str = ""  # how it was asked for, e.g. "early-exit:4"
+    about: str = ""  # one line for people: which draft this is (trained or not, from where)
+    gives_distributions: bool = False  # q for every drafted token (BiLD needs them)
+    verifier = None  # a target runner that shares this draft's computation (early exit), else None
+    expected_acceptance: float | None = None  # acceptance measured offline (a trained exit's agreement)
+    theta_model = None  # (step, q_row) -> θ_M, the trained acceptance predictor of EESD eq. 5, else None
+
+    def propose(self, context: list[int], k: int, cfg: SamplingConfig, rng: Rng, stop: StopRule) -> Proposal:
+        """Up to ``k`` tokens that continue ``context``, asking ``stop`` after each."""
+        raise NotImplementedError
+
+    def rollback(self, context: list[int]) -> None:
+        """Drop whatever was cached past the committed ``context`` (nothing to do for a stateless draft)."""
+
+    def evidence(self, context: list[int]) -> str | None:
+        """What the next draft would rest on, said cheaply before drafting (prompt lookup: its match), for
+        controllers that learn acceptance per kind of evidence (``cost-aware``); None: nothing to say."""
+        return None
+
+
+class ForwardDrafter(Drafter):
     """Drafts autoregressively with any forward function that has its own KV cache.
 
     Each step runs one token (the cache keeps everything before), draws from q with the run's sampling
-    warp, and asks the controller whether to go on.
+    warp, and asks the stop rule whether to go on.
     """
 
-    def __init__(self, spec: str, forward=None, device: torch.device | None = None, runner=None):
+    gives_distributions = True
+
+    def __init__(self, spec: str, forward=None, device: torch.device | None = None, runner=None, verifier=None,
+                 about: str | None = None, expected_acceptance: float | None = None, theta_model=None):
         self.spec = spec
         self.runner = runner if runner is not None else CachedForward(forward, device)
-        self.verifier = None  # a target runner sharing this draft's computation (early exit), if any
-        self.expected_acceptance: float | None = None  # measured offline (a trained exit's agreement), if known
-        self.about = spec  # one line for people: which draft this is
+        self.verifier = verifier
+        self.about = about or spec
+        self.expected_acceptance = expected_acceptance
+        self.theta_model = theta_model
 
-    def propose(self, context, k, cfg, rng, controller) -> Proposal:
+    def propose(self, context, k, cfg, rng, stop) -> Proposal:
         sequence = list(context)
         tokens, rows = [], []
         before = self.runner.forwards
@@ -74,7 +97,7 @@ class ForwardDrafter:
             tokens.append(token)
             rows.append(q_row)
             sequence.append(token)
-            if not controller.keep_drafting(step, q_row):
+            if not stop.keep_drafting(step, q_row):
                 break
         q = torch.stack(rows) if rows else None  # (K, V)
         return Proposal(tokens, q, self.runner.forwards - before)
@@ -83,20 +106,20 @@ class ForwardDrafter:
         self.runner.truncate(common_prefix(self.runner.ids, context))
 
 
-class PromptLookupDrafter:
+class PromptLookupDrafter(Drafter):
     """Copy the continuation of the most recent earlier match of the context's last n-gram (trying n,
     then shorter n-grams down to 1, as Hugging Face's prompt lookup does). No model, no forward."""
 
     def __init__(self, n: int):
         self.n = n
-        self.spec = f"prompt-lookup:{n}"
+        self.spec = self.about = f"prompt-lookup:{n}"
 
-    def propose(self, context, k, cfg, rng, controller) -> Proposal:
+    def propose(self, context, k, cfg, rng, stop) -> Proposal:
         match = self._match(context)
         if match is None:
             return NO_PROPOSAL
         _, follow_at = match
-        return Proposal(_until_stopped(context[follow_at: follow_at + k], controller))
+        return Proposal(_until_stopped(context[follow_at: follow_at + k], stop))
 
     def evidence(self, context: list[int]) -> str | None:
         """The matched n-gram's size: on the shipped prompts a 1-gram match's draft gains 0.42 accepted
@@ -115,14 +138,11 @@ class PromptLookupDrafter:
                     return size, start + size
         return None
 
-    def rollback(self, context: list[int]) -> None:
-        pass
 
-
-def _until_stopped(tokens: list[int], controller: Controller) -> list[int]:
-    """The copied tokens up to the controller's stop (a stop rule sees a copied draft step by step)."""
+def _until_stopped(tokens: list[int], stop: StopRule) -> list[int]:
+    """The copied tokens up to the stop rule's stop (it sees a copied draft step by step)."""
     for step in range(len(tokens)):
-        if not controller.keep_drafting(step, None):
+        if not stop.keep_drafting(step, None):
             return list(tokens[: step + 1])
     return list(tokens)
 
@@ -156,21 +176,20 @@ def early_exit_drafter(spec: str, arg: str, target) -> ForwardDrafter:
         raise ExplorerError(f"bad draft {spec!r}: write early-exit:N or early-exit:N:untrained")
     head = exit_for(target.model, n, trained=variant != "untrained")
     shared = SelfSpeculation(target.model, head, target.device)
-    drafter = ForwardDrafter(spec, runner=DraftRunner(shared))
-    drafter.verifier = SharedVerifier(shared)
-    drafter.about = f"{spec}: first {n} layers + {head.describe()}"
+    about = f"{spec}: first {n} layers + {head.describe()}"
     agreement = head.manifest.get("heldout_agreement") if head.trained else None
-    if isinstance(agreement, (int, float)):  # measured when the exit was trained: a prior for cost-aware's α
-        drafter.expected_acceptance = float(agreement)
     predictor = _theta_predictor(target.model, head)
+    theta_model = None
     if predictor is not None:  # cali-ts's θ_M (EESD eq. 5) from the target's and the exit's states
         def theta_model(step: int, q_row) -> float | None:
             states = shared.theta_states(step)
             return predictor(step + 1, *states) if states is not None else None
 
-        drafter.theta_model = theta_model
-        drafter.about += f" + θ_M predictor ({predictor.path.name})"
-    return drafter
+        about += f" + θ_M predictor ({predictor.path.name})"
+    # drafting and verification share one cache; a trained exit's held-out agreement is a prior for α
+    return ForwardDrafter(spec, runner=DraftRunner(shared), verifier=SharedVerifier(shared), about=about,
+                          expected_acceptance=float(agreement) if isinstance(agreement, (int, float)) else None,
+                          theta_model=theta_model)
 
 
 def _theta_predictor(model, head):

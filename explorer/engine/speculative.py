@@ -82,9 +82,7 @@ class SpeculativeStep:
 def _evidence(drafter: Drafter, controller: Controller, context: list[int]) -> str | None:
     """What the drafter says its next draft rests on (prompt lookup: the match), asked only for a controller
     that uses it: prompt lookup's search costs 0.1 ms at 300 context tokens, 0.4 ms at 1000."""
-    evidence = getattr(drafter, "evidence", None)
-    wanted = getattr(controller, "uses_evidence", False)
-    return evidence(context) if evidence is not None and wanted else None
+    return drafter.evidence(context) if getattr(controller, "uses_evidence", False) else None
 
 
 def _q_for(proposal: Proposal, p: torch.Tensor) -> torch.Tensor:
