@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from . import theory
-from .api import _load_cached, decode
+from .api import load_cached, decode
 from .engine import fast
 from .engine.costs import verify_cost_curve
 from .engine.trace import alpha_hat
@@ -97,7 +97,7 @@ def run(model: str = "default", systems=DEFAULT_SYSTEMS, repeats: int = 3, max_n
 
 def _run(model, systems, repeats, max_new_tokens, temperature, gamma, controller, quick, prompts, progress,
          device=None, dtype=None):
-    target = _load_cached(model, device, dtype)
+    target = load_cached(model, device, dtype)
     if quick:  # one prompt per category, short answers, one repeat: a smoke run under 2 minutes
         seen, picked = set(), []
         for p in prompts:

@@ -43,15 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--device", help="cpu | cuda (default: cuda when present)")
     run.add_argument("--dtype", help="float32 | bfloat16 | float16 (default: bf16 on CUDA, fp32 on CPU)")
     run.add_argument("--out", help="write the trace as JSON to this file ('-' prints the JSON instead of the text)")
-    run.add_argument("--fallback-threshold", type=float, default=0.6, help="bild: α_FB, fall back below this max p_S")
-    run.add_argument("--rollback-threshold", type=float, default=5.0,
-                     help="bild: α_RB in nats, roll back above this −log p_L (inf: never)")
-    run.add_argument("--max-small-steps", type=int, default=10, help="bild: cap on a small-model turn")
-    run.add_argument("--bita-tree", default="efficient", choices=["efficient", "full", "straightforward"],
-                     help="bita: the draft tree (efficient: Figure 5; full: every top-k expanded; straightforward: Figure 4)")
-    run.add_argument("--bita-masks", type=int, help="bita: M mask tokens (default: all the trained ones)")
-    run.add_argument("--bita-top-k", type=int, default=3, help="bita: candidates per mask position")
-    run.add_argument("--bita-tokens", help="bita: auto (shipped for the model, else untrained) | untrained | PATH")
+    _add_method_options(run)
 
     from .bench import DEFAULT_SYSTEMS
 
@@ -110,6 +102,31 @@ def build_parser() -> argparse.ArgumentParser:
                                        "the decoding methods find by the target model's fingerprint.")
     _add_trainers(train.add_subparsers(dest="trainer", required=True, parser_class=_Parser, metavar="TRAINER"))
     return parser
+
+
+def _add_method_options(parser) -> None:
+    """One flag per method option, from the registry (``explorer/methods``): ``--<keyword>`` with the
+    option's help, default, range and paper reference. A flag not given is not passed (the method's own
+    default applies); a flag of another method than the one run is refused by ``decode``."""
+    from . import methods
+
+    for method in methods.discover().values():
+        for keyword, f in method.keywords().items():
+            meta = f.metadata
+            default = f"default {f.default:g}" if isinstance(f.default, (int, float)) else \
+                (f"default {f.default}" if f.default is not None else f"default: {meta['none']}")
+            allowed = methods.describe(f, with_none=f.default is not None) if meta["kind"] is not str else ""
+            words = f"{method.name}: {meta['help']} (" + "; ".join(x for x in (default, allowed, meta["paper"]) if x) + ")"
+            parser.add_argument("--" + keyword.replace("_", "-"), dest=keyword, type=meta["kind"],
+                                default=argparse.SUPPRESS, choices=meta["choices"], help=words.replace("%", "%%"))
+
+
+def method_options(args) -> dict:
+    """The method-option flags given on the command line, as ``decode`` keywords."""
+    from . import methods
+
+    keywords = {k for m in methods.discover().values() for k in m.keywords()}
+    return {k: v for k, v in vars(args).items() if k in keywords}
 
 
 def _add_trainers(trainers) -> None:
@@ -215,9 +232,7 @@ def _run(args) -> int:
         args.model, args.prompt, prompt_ids=prompt_ids, method=args.method, draft=args.draft, gamma=args.gamma,
         controller=args.controller, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
         max_new_tokens=args.max_new_tokens, seed=args.seed, chat=not args.raw, device=args.device, dtype=args.dtype,
-        fallback_threshold=args.fallback_threshold, rollback_threshold=args.rollback_threshold,
-        max_small_steps=args.max_small_steps, bita_tree=args.bita_tree, bita_masks=args.bita_masks,
-        bita_top_k=args.bita_top_k, bita_tokens=args.bita_tokens,
+        **method_options(args),
     )
     if args.out == "-":
         print(trace.to_json())

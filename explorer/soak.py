@@ -158,9 +158,9 @@ def plan(model: str, max_new_tokens: int, seed: int, progress=None):
     it (the mix then leaves it out)."""
     from . import api
     from .ui.examples import EXAMPLES
-    from .ui.handlers import decode_options
+    from .ui.inputs import decode_options
 
-    target = api._load_cached(model, None, None)  # the cache the server's decodes use too
+    target = api.load_cached(model, None, None)  # the cache the server's decodes use too
     layers = getattr(getattr(target.model, "config", None), "num_hidden_layers", EXIT_LAYERS + 1)
     depth = max(1, min(EXIT_LAYERS, layers - 1))
     alphabet = getattr(target.tokenizer, "ALPHABET", None)  # tiny-random models know 32 characters

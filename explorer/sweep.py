@@ -13,7 +13,7 @@ import statistics
 import time
 from typing import Callable
 
-from .api import _load_cached, decode
+from .api import load_cached, decode
 from .bench import load_prompts, print_progress
 from .quality import compare
 
@@ -29,7 +29,7 @@ def bild_sweep(model: str = "default", draft: str = "early-exit:4", fallbacks=DE
 
     ``progress(done, total, line)`` is called after each grid point (default: the line on stderr)."""
     progress = progress or print_progress
-    target = _load_cached(model, None, None)
+    target = load_cached(model, None, None)
     texts = prompts if prompts is not None else [p["text"] for p in load_prompts()]
     references, ar_seconds = [], 0.0
     for text in texts:

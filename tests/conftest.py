@@ -9,13 +9,13 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 import explorer  # noqa: E402
-from explorer.api import _load_cached  # noqa: E402
+from explorer.api import load_cached  # noqa: E402
 
 
 @pytest.fixture(scope="session")
 def default_model():
     """SmolLM2-135M-Instruct in float32 on the CPU, shared by every test (read-only)."""
-    return _load_cached("default", "cpu", "float32")
+    return load_cached("default", "cpu", "float32")
 
 
 @pytest.fixture(scope="session")

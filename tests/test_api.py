@@ -68,11 +68,11 @@ def test_concurrent_first_loads_share_one_intact_model():
     """The app preloads the default model while a first visitor may ask for it: loads must not race."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from explorer.api import _LOADED, _load_cached
+    from explorer.api import _LOADED, load_cached
 
     for key in [k for k in _LOADED if k[0] == "tiny-random:9"]:
         del _LOADED[key]
     with ThreadPoolExecutor(4) as pool:
-        models = list(pool.map(lambda _: _load_cached("tiny-random:9", None, None), range(4)))
+        models = list(pool.map(lambda _: load_cached("tiny-random:9", None, None), range(4)))
     assert all(m is models[0] for m in models)
     assert not any(p.is_meta for p in models[0].model.parameters())

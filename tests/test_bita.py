@@ -65,7 +65,7 @@ def test_tree_depth_is_capped_by_the_tokens_left():
 def test_config_refuses_what_it_cannot_do():
     for bad in (dict(tree="bushy"), dict(masks=0), dict(top_k=0), dict(masks=9), dict(tree="full", masks=5, top_k=6)):
         with pytest.raises(ExplorerError):
-            BitaConfig(**bad)
+            BitaConfig(**({"tree": "efficient", "masks": 3, "top_k": 3} | bad))
 
 
 # -- the attention mask and the position ids --------------------------------------------------------

@@ -72,14 +72,14 @@ def test_a_bad_limit_in_the_environment_keeps_the_default(monkeypatch, caplog):
 
 def test_loaded_models_stay_within_the_byte_budget(monkeypatch):
     """200 distinct specs used to stay loaded for good (+226 MB); now the least recently used go."""
-    one = api.model_bytes(api._load_cached("tiny-random:101", None, None))
+    one = api.model_bytes(api.load_cached("tiny-random:101", None, None))
     monkeypatch.setattr(api, "MODEL_CACHE_BYTES", 3 * one)
     for seed in range(102, 110):
-        api._load_cached(f"tiny-random:{seed}", None, None)
+        api.load_cached(f"tiny-random:{seed}", None, None)
     kept = [key[0] for key in api._LOADED]
     assert sum(api.model_bytes(m) for m in api._LOADED.values()) <= 3 * one
     assert kept[-3:] == ["tiny-random:107", "tiny-random:108", "tiny-random:109"]
-    again = api._load_cached("tiny-random:108", None, None)  # a hit moves to the end and loads nothing
+    again = api.load_cached("tiny-random:108", None, None)  # a hit moves to the end and loads nothing
     assert again is api._LOADED[("tiny-random:108", "None", "None")] and list(api._LOADED)[-1][0] == "tiny-random:108"
 
 

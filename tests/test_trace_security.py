@@ -11,7 +11,7 @@ import pytest
 
 import explorer
 from explorer import bench, limits, viz
-from explorer.api import summarize
+from explorer.api import LOSSY, summarize
 from explorer.errors import ExplorerError
 from explorer.ui.sections import load_bench_report
 from explorer.viz.compare import compare_figure
@@ -293,7 +293,8 @@ def repeated(trace, rounds: int):
         context += len(r.emitted)
     out = tuple(out)
     return dataclasses.replace(trace, rounds=out, output_ids=tuple(t for r in out for t in r.emitted),
-                               summary=summarize(out, trace.summary.record_s, trace.summary.stop_reason, trace.method))
+                               summary=summarize(out, trace.summary.record_s, trace.summary.stop_reason,
+                                                 trace.method in LOSSY))
 
 
 @pytest.fixture(scope="module")

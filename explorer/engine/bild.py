@@ -28,8 +28,6 @@ from typing import Iterator
 
 import torch
 
-from ..errors import ExplorerError
-from ..limits import MAX_GAMMA
 from .cache import CachedForward
 from .drafters import ForwardDrafter
 from .forward import full_forward
@@ -40,20 +38,12 @@ from .trace import RoundTrace, Timing
 
 @dataclass(frozen=True)
 class BildConfig:
-    """α_FB in [0, 1] (0: never fall back), α_RB ≥ 0 in nats (None or ∞: never roll back), the cap."""
+    """α_FB in [0, 1] (0: never fall back), α_RB ≥ 0 in nats (None or ∞: never roll back), the cap on a
+    small turn. Defaults, ranges and their checks: ``explorer.methods.bild.BildOptions``."""
 
-    fallback_threshold: float = 0.6
-    rollback_threshold: float | None = 5.0
-    max_small_steps: int = 10
-
-    def __post_init__(self):
-        if not (isinstance(self.fallback_threshold, (int, float)) and 0.0 <= self.fallback_threshold <= 1.0):
-            raise ExplorerError(f"fallback_threshold (α_FB) must be in [0, 1], got {self.fallback_threshold!r}")
-        rb = self.rollback_threshold
-        if rb is not None and not (isinstance(rb, (int, float)) and rb >= 0 and not math.isnan(rb)):
-            raise ExplorerError(f"rollback_threshold (α_RB) must be >= 0 (or inf for no rollback), got {rb!r}")
-        if not (isinstance(self.max_small_steps, int) and 1 <= self.max_small_steps <= MAX_GAMMA):
-            raise ExplorerError(f"max_small_steps must be a whole number from 1 to {MAX_GAMMA}, got {self.max_small_steps!r}")
+    fallback_threshold: float
+    rollback_threshold: float | None
+    max_small_steps: int
 
     @property
     def rolls_back(self) -> bool:

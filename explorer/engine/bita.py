@@ -59,9 +59,9 @@ MAX_TREE_INPUT = 1024  # tree nodes + mask tokens in one forward
 class BitaConfig:
     """The tree kind, M mask tokens per group and k candidates per mask position."""
 
-    tree: str = "efficient"
-    masks: int = 3
-    top_k: int = 3
+    tree: str
+    masks: int
+    top_k: int
 
     def __post_init__(self):
         if self.tree not in TREE_KINDS:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import html
 import logging
-import math
 import re
 import shutil
 import tempfile
@@ -21,14 +20,15 @@ from typing import TYPE_CHECKING, Iterator
 import gradio as gr
 
 import explorer
-from explorer import viz
+from explorer import methods, viz
 
 from .baseline import BASELINES, baseline_stream
+from .inputs import decode_options
 from .session import STOPS, session_id
 from .views import slot_updates
 
 if TYPE_CHECKING:
-    from .layout import Page
+    from .page import Page
 
 log = logging.getLogger(__name__)
 
@@ -56,19 +56,20 @@ class Handlers:
 
     # -- run and stop -------------------------------------------------------------------------------
 
-    def run(self, prompt, model, method, draft, gamma, controller, temperature, top_k, top_p, max_new_tokens,
-            seed, fallback, rollback, no_rollback, small_steps, alpha, c, c_hat, bita_tree, bita_masks, bita_top_k,
-            request: gr.Request):
-        """Decode, streaming rounds to the page; then measure the autoregressive baseline once."""
+    def run(self, values: dict, request: gr.Request):
+        """Decode, streaming rounds to the page; then measure the autoregressive baseline once. ``values``:
+        the page's inputs by component (``Page.run_inputs``)."""
         p = self.page
+        model = values[p.model]
+        alpha, c, c_hat = values[p.theory_alpha], values[p.theory_c], values[p.theory_c_hat]
         session = session_id(request)
         STOPS.begin(session)
         try:
-            options = decode_options(method, draft, gamma, controller, temperature, top_k, top_p, max_new_tokens, seed)
-            if options["method"] == "bild":
-                options |= bild_options(fallback, rollback, no_rollback, small_steps)
-            if options["method"] == "bita":
-                options |= bita_options(bita_tree, bita_masks, bita_top_k)
+            options = decode_options(values[p.method], values[p.draft], values[p.gamma], values[p.controller],
+                                     values[p.temperature], values[p.top_k], values[p.top_p], values[p.max_new_tokens],
+                                     values[p.seed])
+            options |= p.options.keywords(options["method"], values)
+            prompt = values[p.prompt]
             yield {p.status: f"⏳ Loading {viz.safe_markdown(model)} and encoding the prompt…"}
             with LOAD_LOCK:
                 decoding = explorer.stream(model, prompt, **options)
@@ -237,9 +238,9 @@ class Handlers:
         (trained exit, Thompson-sampling controller, γ cap) so the page shows what the method runs; ``bild``
         swaps a drafter it cannot use (prompt lookup gives no distribution) for a small model it can."""
         p = self.page
+        takes_draft = method in explorer.METHODS and methods.get(method).draft != "none"
         updates = {p.banner: viz.method_banner(method, explorer.METHODS.get(method)),
-                   p.draft: gr.Dropdown(interactive=method not in ("ar", "bita")),
-                   p.bild_box: gr.Accordion(visible=method == "bild"), p.bita_box: gr.Accordion(visible=method == "bita")}
+                   p.draft: gr.Dropdown(interactive=takes_draft), **p.options.visible_for(method)}
         if method == "bild" and not str(draft or "").strip().startswith(BILD_DRAFTS):
             updates[p.draft] = gr.Dropdown(value=BILD_DEFAULT_DRAFT, interactive=True)
             updates[p.status] = (f"BiLD's small model must give distributions: the drafter is now "
@@ -298,61 +299,6 @@ class Handlers:
 
 
 # -- helpers ----------------------------------------------------------------------------------------
-
-
-def decode_options(method, draft, gamma, controller, temperature, top_k, top_p, max_new_tokens, seed) -> dict:
-    """The page's (or the API's) values as ``explorer.stream`` keywords; numbers must be whole where the
-    engine counts (γ, top-k, tokens, seed). Ranges are the engine's to check."""
-    method = (method or "").strip()
-    draft = (draft or "").strip() or None
-    return {
-        "method": method,
-        "draft": None if method == "ar" else draft,
-        "gamma": whole("γ (gamma)", gamma),
-        "controller": (controller or "").strip() or None,
-        "temperature": number("temperature", temperature),
-        "top_k": whole("top-k", top_k),
-        "top_p": number("top-p", top_p),
-        "max_new_tokens": whole("max new tokens", max_new_tokens),
-        "seed": whole("seed", seed),
-    }
-
-
-def bild_options(fallback, rollback, no_rollback, small_steps) -> dict:
-    """BiLD's thresholds from the page: α_FB, α_RB (None when rollback is off) and the turn cap."""
-    return {"fallback_threshold": number("α_FB", fallback),
-            "rollback_threshold": None if no_rollback else number("α_RB", rollback),
-            "max_small_steps": whole("max small steps", small_steps)}
-
-
-def bita_options(tree, masks, top_k) -> dict:
-    """BiTA's tree kind, mask count M and top-k from the page."""
-    return {"bita_tree": (tree or "efficient").strip(), "bita_masks": whole("mask tokens", masks),
-            "bita_top_k": whole("top-k candidates", top_k)}
-
-
-def whole(name: str, value) -> int:
-    if isinstance(value, bool) or value is None:
-        raise explorer.ExplorerError(f"{name} must be a whole number, got {value!r}")
-    if isinstance(value, int):
-        return value
-    try:
-        as_float = float(value)
-    except (TypeError, ValueError):
-        raise explorer.ExplorerError(f"{name} must be a whole number, got {value!r}") from None
-    if not as_float.is_integer():
-        raise explorer.ExplorerError(f"{name} must be a whole number, got {value!r}")
-    return int(as_float)
-
-
-def number(name: str, value) -> float:
-    try:
-        result = float(value)
-    except (TypeError, ValueError):
-        raise explorer.ExplorerError(f"{name} must be a number, got {value!r}") from None
-    if not math.isfinite(result):
-        raise explorer.ExplorerError(f"{name} must be a finite number, got {value!r}")
-    return result
 
 
 def trace_folder(session: str) -> Path:

@@ -1,4 +1,4 @@
-"""The page: its components (``Page``) and the events that connect them to ``Handlers``.
+"""The page: where its components go (``Page`` names them) and the events that connect them to ``Handlers``.
 
 Sections: Run (prompt, model, method, drafter, γ / controller, sampling, length, seed; Run / Stop),
 the token view with the round stepper, the round detail, latency, theory, the method views (one slot
@@ -10,7 +10,6 @@ per registered view) and trace files. Element ids named in the project's contrac
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
 import gradio as gr
 
@@ -21,8 +20,10 @@ from explorer.limits import MAX_GAMMA, MAX_NEW_TOKENS
 
 from .examples import EXAMPLES
 from .handlers import Handlers, forget_session
+from .options import build_options_panel
+from .page import Page
 from .sections import bild_sweep_section, compare_section
-from .views import ViewSlot, build_view_slots
+from .views import build_view_slots
 
 # Decodes are CPU/GPU bound: running more at once only slows each one down. Sessions beyond the limit
 # wait in Gradio's queue (and see their place in it).
@@ -36,62 +37,6 @@ INTRO = (
     "were accepted, rejected or discarded, what the two models believed, where the time went, and how the "
     "measured speedup compares with the theory."
 )
-
-
-@dataclass
-class Page:
-    """Every component a handler reads or writes."""
-
-    prompt: gr.Textbox
-    model: gr.Dropdown
-    method: gr.Dropdown
-    draft: gr.Dropdown
-    gamma: gr.Slider
-    controller: gr.Radio
-    temperature: gr.Slider
-    top_k: gr.Number
-    top_p: gr.Slider
-    max_new_tokens: gr.Slider
-    seed: gr.Number
-    bild_box: gr.Accordion
-    fallback: gr.Slider
-    rollback: gr.Slider
-    no_rollback: gr.Checkbox
-    small_steps: gr.Slider
-    run_btn: gr.Button
-    stop_btn: gr.Button
-    status: gr.Markdown
-    banner: gr.HTML
-    tokens: gr.HTML
-    round_slider: gr.Slider
-    prev_btn: gr.Button
-    play_btn: gr.Button
-    next_btn: gr.Button
-    timer: gr.Timer
-    round_detail: gr.Plot
-    latency: gr.Plot
-    theory_alpha: gr.Slider
-    theory_c: gr.Slider
-    theory_c_hat: gr.Slider
-    theory: gr.Plot
-    download: gr.DownloadButton
-    upload: gr.UploadButton
-    trace_state: gr.State
-    playing: gr.State
-    view_slots: list[ViewSlot]
-    bita_box: gr.Accordion
-    bita_tree: gr.Radio
-    bita_masks: gr.Slider
-    bita_top_k: gr.Slider
-
-    def round_views(self) -> list:
-        """Outputs redrawn when the selected round changes."""
-        return [self.tokens, self.round_detail] + [c for s in self.view_slots for c in (s.box, s.output)]
-
-    def everything(self) -> list:
-        """Outputs a whole new trace can touch."""
-        return [self.trace_state, self.round_slider, self.banner, self.latency, self.theory, self.status,
-                self.download, self.timer, self.play_btn, self.playing] + self.round_views()
 
 
 def build_demo() -> gr.Blocks:
@@ -137,28 +82,7 @@ def build_demo() -> gr.Blocks:
                     with gr.Row():
                         top_k = gr.Number(0, label="top-k (0 = off)", elem_id="top-k")
                         seed = gr.Number(0, label="seed", info="0 to 2^63 − 1", elem_id="seed")
-                with gr.Accordion("BiLD (lossy): fallback and rollback", open=True, visible=first.method == "bild",
-                                  elem_id="bild-settings") as bild_box:
-                    with gr.Row():
-                        fallback = gr.Slider(0, 1, value=0.6, step=0.05, label="α_FB: fall back below this max p_S",
-                                             elem_id="fallback-threshold")
-                        small_steps = gr.Slider(1, MAX_GAMMA, value=10, step=1, precision=0, label="max small-model steps",
-                                                elem_id="max-small-steps")
-                    with gr.Row():
-                        rollback = gr.Slider(0, 20, value=5, step=0.5, label="α_RB (nats): roll back above −log p_L",
-                                             info="0 = the large model's own output", elem_id="rollback-threshold")
-                        no_rollback = gr.Checkbox(False, label="never roll back (α_RB = ∞)", elem_id="no-rollback")
-                with gr.Accordion("BiTA: draft tree and mask tokens", open=True, visible=first.method == "bita",
-                                  elem_id="bita-settings") as bita_box:
-                    bita_tree = gr.Radio(["efficient", "full", "straightforward"], value="efficient", label="draft tree",
-                                         info="efficient: top-k per mask, only the top-1 expanded (Fig. 5) · full: "
-                                              "every candidate expanded · straightforward: a top-1 chain (Fig. 4)",
-                                         elem_id="bita-tree")
-                    with gr.Row():
-                        bita_masks = gr.Slider(1, 3, value=3, step=1, precision=0, label="M: mask tokens",
-                                               info="at most the trained tokens' count", elem_id="bita-masks")
-                        bita_top_k = gr.Slider(1, 5, value=3, step=1, precision=0, label="top-k candidates per mask",
-                                               elem_id="bita-top-k")
+                options = build_options_panel(first.method)
                 with examples_slot:
                     gr.Examples([[e.prompt, e.method, e.draft] for e in EXAMPLES], inputs=[prompt, method, draft],
                                 example_labels=[e.kind for e in EXAMPLES], label="Examples (prompt and a drafter that suits it)")
@@ -194,11 +118,13 @@ def build_demo() -> gr.Blocks:
             upload = gr.UploadButton("⬆ Upload a trace (.json) to replay", file_types=[".json"], type="binary",
                                      elem_id="trace-upload")
 
-        page = Page(prompt, model, method, draft, gamma, controller, temperature, top_k, top_p, max_new_tokens, seed,
-                    bild_box, fallback, rollback, no_rollback, small_steps, run_btn, stop_btn, status, banner, tokens, round_slider, prev_btn, play_btn, next_btn, timer,
-                    round_detail, latency, theory_alpha, theory_c, theory_c_hat, theory, download, upload,
-                    trace_state, playing, view_slots, bita_box=bita_box, bita_tree=bita_tree, bita_masks=bita_masks,
-                    bita_top_k=bita_top_k)
+        page = Page(prompt=prompt, model=model, method=method, draft=draft, gamma=gamma, controller=controller,
+                    temperature=temperature, top_k=top_k, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed,
+                    run_btn=run_btn, stop_btn=stop_btn, status=status, banner=banner, tokens=tokens,
+                    round_slider=round_slider, prev_btn=prev_btn, play_btn=play_btn, next_btn=next_btn, timer=timer,
+                    round_detail=round_detail, latency=latency, theory_alpha=theory_alpha, theory_c=theory_c,
+                    theory_c_hat=theory_c_hat, theory=theory, download=download, upload=upload,
+                    trace_state=trace_state, playing=playing, view_slots=view_slots, options=options)
         _wire(page, Handlers(page))
         demo.unload(forget_session)  # a closed page's trace file goes with it
     return demo
@@ -211,9 +137,7 @@ def _wire(p: Page, h: Handlers) -> None:
     quiet = {"show_progress": "hidden", "api_visibility": "private"}
     p.run_btn.click(
         h.run,
-        inputs=[p.prompt, p.model, p.method, p.draft, p.gamma, p.controller, p.temperature, p.top_k, p.top_p,
-                p.max_new_tokens, p.seed, p.fallback, p.rollback, p.no_rollback, p.small_steps, *theory_inputs,
-                p.bita_tree, p.bita_masks, p.bita_top_k],
+        inputs=p.run_inputs(),
         outputs=p.everything(), concurrency_limit=DECODE_CONCURRENCY, concurrency_id="decode",
         show_progress="minimal", show_progress_on=[p.status], api_visibility="private",
     )
@@ -230,6 +154,6 @@ def _wire(p: Page, h: Handlers) -> None:
         slider.release(h.theory, inputs=[*theory_inputs, p.trace_state], outputs=[p.theory],
                        trigger_mode="always_last", **quiet)
     p.method.change(h.method_changed, inputs=[p.method, p.model, p.draft],
-                    outputs=[p.banner, p.draft, p.bild_box, p.controller, p.gamma, p.status, p.bita_box], **quiet)
+                    outputs=[p.banner, p.draft, p.controller, p.gamma, p.status, *p.options.boxes.values()], **quiet)
     p.upload.upload(h.upload, inputs=[p.upload, *theory_inputs], outputs=p.everything(), **quiet)
     gr.api(h.api_decode, api_name="decode", concurrency_limit=DECODE_CONCURRENCY, concurrency_id="decode")

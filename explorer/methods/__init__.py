@@ -1,0 +1,214 @@
+"""The method registry: every decoding method is one record, written in one module of this package.
+
+A record (``Method``) names the method, says in one line what it does and whether it is lossy, declares
+its own options (an ``Options`` dataclass whose fields carry their default, range, help text and paper
+reference, see ``option``) and how a run starts (``start``). From the records come ``explorer.METHODS``,
+the method keywords of ``decode``/``stream`` (``<prefix><field>``, e.g. ``bita_tree``), the CLI flags of
+``run`` (``--bita-tree``), the page's per-method options and the options a trace records.
+
+Adding a method: one module here that calls ``register`` (``ar.py`` is the smallest), a view module in
+``explorer/viz/views`` when it has its own picture, and a test file. Nothing else changes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import math
+import pkgutil
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ..engine.sampling import Rng, SamplingConfig
+from ..engine.trace import Settings
+from ..errors import ExplorerError
+from ..limits import clip
+from ..models import LoadedModel
+
+
+# -- options --------------------------------------------------------------------------------------------
+
+
+def option(default, help: str, *, kind: type | None = None, paper: str = "", low: float | None = None,
+           high: float | None = None, choices: tuple[str, ...] | None = None, none: str = "",
+           infinite: bool = False, label: str = "", symbol: str = "", slider: tuple | None = None,
+           page: bool = True):
+    """A field of an ``Options`` dataclass: its default and everything a person or a form needs to know.
+
+    ``kind`` is int, float or str (default: the default's type); ``low``/``high`` bound a number
+    (inclusive); ``choices`` the words a text may be; ``none`` says what an absent value (None) means and
+    allows it; ``infinite`` allows ∞ for a float; ``label`` is the short name forms show; ``symbol`` the
+    paper's (α_FB), named in error messages beside the keyword; ``slider`` (low, high, step) the range a
+    form offers on a slider (default: a number box); ``page=False`` keeps it off the web page (a server
+    path, say)."""
+    kind = kind or type(default)
+    if kind not in (int, float, str):
+        raise TypeError(f"an option is an int, a float or a str, not {kind.__name__}")
+    meta = {"help": help, "kind": kind, "paper": paper, "low": low, "high": high, "choices": choices, "none": none,
+            "infinite": infinite, "label": label, "symbol": symbol, "slider": slider, "page": page}
+    return dataclasses.field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True)
+class Options:
+    """Base of a method's options: each field is checked against its ``option`` metadata on creation
+    (``ExplorerError`` with one line naming the keyword, the allowed values and what was given)."""
+
+    prefix = ""  # keyword prefix of the fields in decode/stream and the CLI (``bita_`` → ``bita_tree``)
+    title = ""  # the heading of the method's options on the page
+
+    def __post_init__(self):
+        for f in dataclasses.fields(self):
+            object.__setattr__(self, f.name, _checked(self.prefix + f.name, getattr(self, f.name), f))
+
+    def as_dict(self) -> dict[str, Any]:
+        """The options as the trace records them (keyed by field name)."""
+        return dataclasses.asdict(self)
+
+
+def _checked(keyword: str, value, f: dataclasses.Field):
+    meta = f.metadata
+    keyword += f" ({meta['symbol']})" if meta["symbol"] else ""
+    if value is None:
+        if meta["none"]:
+            return None
+        raise ExplorerError(f"{keyword} needs a value ({describe(f)})")
+    kind = meta["kind"]
+    if kind is str:
+        if not isinstance(value, str):
+            raise ExplorerError(f"{keyword} must be text ({describe(f)}), got {clip(value)}")
+        value = value.strip()
+        if meta["choices"] is not None and value not in meta["choices"]:
+            raise ExplorerError(f"{keyword} must be one of {', '.join(meta['choices'])}, got {clip(value, 40)}")
+        return value
+    whole = kind is int
+    number_ok = isinstance(value, int) if whole else isinstance(value, (int, float))
+    if not number_ok or isinstance(value, bool) or (not whole and math.isnan(value)):
+        raise ExplorerError(f"{keyword} must be {'a whole number' if whole else 'a number'} ({describe(f)}), "
+                            f"got {clip(value)}")
+    if math.isinf(value) and meta["infinite"]:
+        return float(value)
+    low, high = meta["low"], meta["high"]
+    if math.isinf(value) or (low is not None and value < low) or (high is not None and value > high):
+        raise ExplorerError(f"{keyword} must be {describe(f)}, got {clip(value)}")
+    return int(value) if whole else float(value)
+
+
+def describe(f: dataclasses.Field, with_none: bool = True) -> str:
+    """The allowed values of an option in words: "from 0 to 1", "one of a, b", "≥ 0, or inf"; and what
+    no value means, unless ``with_none`` is off."""
+    meta = f.metadata
+    words = []
+    if meta["choices"] is not None:
+        words.append("one of " + ", ".join(meta["choices"]))
+    elif meta["low"] is not None and meta["high"] is not None:
+        words.append(f"from {meta['low']:g} to {meta['high']:g}")
+    elif meta["low"] is not None:
+        words.append(f"≥ {meta['low']:g}")
+    elif meta["kind"] is str:
+        words.append("text")
+    if meta["infinite"]:
+        words[-1] += ", or inf"
+    if meta["none"] and with_none:
+        words.append(f"none: {meta['none']}")
+    return "; ".join(words)
+
+
+# -- methods ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Request:
+    """What every method starts from, resolved and checked by ``explorer.api.stream``."""
+
+    target: LoadedModel
+    prompt: str | None
+    prompt_ids: list[int]
+    sampling: SamplingConfig
+    settings: Settings  # the common knobs; a method replaces what it decides itself (BiLD's γ is its cap)
+    draft: Any  # the draft's spec or model object (None where the method takes none)
+    load: Callable[[Any], LoadedModel]  # model spec or object -> loaded model (shared, cached)
+
+    @property
+    def seed(self) -> int:
+        return self.settings.seed
+
+    def rng(self) -> Rng:
+        return Rng(self.settings.seed)
+
+
+@dataclass(frozen=True)
+class Method:
+    """One decoding method. ``start(request, options)`` returns the run as a ``explorer.run.Decoding``.
+
+    ``draft``: "required" (speculative, eesd, bild) or "none" (ar, bita); ``controller``: whether γ and
+    the draft-length controller apply; ``preset(target)``: defaults for draft, controller and γ that
+    this method fills in for a model (eesd's shipped preset), else None."""
+
+    name: str
+    summary: str
+    lossy: bool
+    options: type[Options] | None
+    start: Callable[[Request, Any], Any]
+    draft: str = "required"
+    controller: bool = True
+    preset: Callable[[Any], dict] | None = None
+
+    def make_options(self, given: dict[str, Any]) -> Options | None:
+        """This method's options from keywords (``<prefix><field>``); the defaults where not given."""
+        if self.options is None:
+            return None
+        prefix = self.options.prefix
+        return self.options(**{k[len(prefix):]: v for k, v in given.items()})
+
+    def keywords(self) -> dict[str, dataclasses.Field]:
+        """keyword → field of every option (``bita_tree`` → the ``tree`` field)."""
+        if self.options is None:
+            return {}
+        return {self.options.prefix + f.name: f for f in dataclasses.fields(self.options)}
+
+
+_REGISTRY: dict[str, Method] = {}
+
+
+def register(method: Method) -> Method:
+    """Add a method (the order of registration is the order the CLI and the page list them in)."""
+    _REGISTRY[method.name] = method
+    return method
+
+
+ORDER = ("ar", "speculative", "eesd", "bild", "bita")  # listed first, in this order; then any others
+
+
+def discover() -> dict[str, Method]:
+    """Import every module of this package (each registers its method); the methods by name."""
+    for module in pkgutil.iter_modules(__path__):
+        importlib.import_module(f"{__name__}.{module.name}")
+    ranked = sorted(_REGISTRY.values(), key=lambda m: ORDER.index(m.name) if m.name in ORDER else len(ORDER))
+    return {m.name: m for m in ranked}
+
+
+def get(name: str) -> Method:
+    """The method called ``name``; ``ExplorerError`` naming the methods otherwise."""
+    methods = discover()
+    if name not in methods:
+        raise ExplorerError(f"unknown method {clip(name, 40)}: use one of {', '.join(methods)}")
+    return methods[name]
+
+
+def split_options(method: Method, given: dict[str, Any]) -> Options | None:
+    """``method``'s options from the method keywords a call gave; a keyword of another method (or of
+    none) is refused with one line saying whose it is."""
+    own = method.keywords()
+    for keyword in given:
+        if keyword not in own:
+            owners = [m.name for m in discover().values() if keyword in m.keywords()]
+            if owners:
+                raise ExplorerError(f"{keyword} is an option of {' and '.join(owners)}, not of {method.name}")
+            raise ExplorerError(f"unknown keyword {clip(keyword, 40)}")
+    return method.make_options(given)
+
+
+def summaries() -> dict[str, str]:
+    """name → one-line description, every method (``explorer.METHODS``)."""
+    return {name: m.summary for name, m in discover().items()}

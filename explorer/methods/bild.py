@@ -1,0 +1,62 @@
+"""``bild``: the Big Little Decoder (Kim et al., sections 3.3–3.5, Algorithm 1): the small model writes
+until it is unsure (fallback), the large model reviews its tokens in one pass and replaces the first it
+disagrees with strongly (rollback). Lossy by design."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from ..engine.bild import BildConfig, bild_rounds
+from ..engine.drafters import make_drafter
+from ..errors import ExplorerError
+from ..limits import MAX_GAMMA
+from ..run import Decoding
+from . import Method, Options, Request, option, register
+
+
+@dataclasses.dataclass(frozen=True)
+class BildOptions(Options):
+    title = "BiLD (lossy): fallback and rollback"
+
+    fallback_threshold: float = option(
+        0.6, "fall back to the large model when the small model's top probability max p_S is below this "
+             "(0: never)", paper="BiLD 3.3", symbol="α_FB", low=0.0, high=1.0, label="α_FB: fall back below this max p_S",
+             slider=(0, 1, 0.05))
+    rollback_threshold: float | None = option(
+        5.0, "roll back the first small token whose −log p_L under the large model exceeds this, in nats",
+        kind=float, paper="BiLD 3.4, eq. 3", symbol="α_RB", low=0.0, infinite=True, none="never roll back (also: inf)",
+        label="α_RB (nats): roll back above −log p_L", slider=(0, 20, 0.5))
+    max_small_steps: int = option(10, "the cap on one small-model turn", paper="BiLD 3.3 (the paper's cap: 10)",
+                                  low=1, high=MAX_GAMMA, label="max small-model steps", slider=(1, MAX_GAMMA, 1))
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.rollback_threshold is not None and math.isinf(self.rollback_threshold):
+            object.__setattr__(self, "rollback_threshold", None)  # ∞ and None both mean: never roll back
+
+
+def start(request: Request, options: BildOptions) -> Decoding:
+    drafter = make_drafter(request.draft, request.target, request.load)
+    if not drafter.gives_distributions:
+        raise ExplorerError("bild needs a small model that gives distributions: model:<name> or early-exit:N")
+    config = BildConfig(options.fallback_threshold, options.rollback_threshold, options.max_small_steps)
+    # BiLD decides its own draft lengths: the settings' γ is its cap, its controller the fallback rule
+    settings = dataclasses.replace(request.settings, controller="bild", gamma=options.max_small_steps,
+                                   fallback_threshold=options.fallback_threshold,
+                                   rollback_threshold=options.rollback_threshold,
+                                   max_small_steps=options.max_small_steps)
+    rounds = bild_rounds(request.target, drafter, config, request.sampling, request.prompt_ids,
+                         settings.max_new_tokens, request.rng())
+    return Decoding(request.target, "bild", drafter.spec, settings, request.prompt_ids, request.prompt, rounds,
+                    drafter.about, lossy=True)
+
+
+register(Method(
+    name="bild",
+    summary="Big Little Decoder (Kim et al.): the small model writes, the large one takes over and rolls back (lossy)",
+    lossy=True,
+    options=BildOptions,
+    start=start,
+    controller=False,
+))

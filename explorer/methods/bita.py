@@ -1,0 +1,50 @@
+"""``bita``: BiTA (Lin et al.): trained prompt and mask tokens make the target draft a token tree for
+itself, verified while the next tree is drafted, in one forward pass; no draft model; lossless."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ..bita_tokens import tokens_for
+from ..engine.bita import MAX_TOP_K, TREE_KINDS, BitaConfig, bita_rounds
+from ..run import Decoding
+from . import Method, Options, Request, option, register
+
+
+@dataclasses.dataclass(frozen=True)
+class BitaOptions(Options):
+    prefix = "bita_"
+    title = "BiTA: draft tree and mask tokens"
+    tree: str = option("efficient", "the draft tree: efficient (Figure 5: the top-k of each mask along the best "
+                                    "path), full (every top-k expanded), straightforward (Figure 4: one chain)",
+                       paper="BiTA 3.3, Figures 4–5", choices=tuple(TREE_KINDS), label="draft tree")
+    masks: int | None = option(None, "M: mask tokens per group (how far one forward drafts ahead)", kind=int,
+                               paper="BiTA 3.1", symbol="M", low=1, high=8, none="all the trained ones", label="M: mask tokens",
+                               slider=(1, 3, 1))  # the shipped tokens have 3
+    top_k: int = option(3, "candidates per mask position", paper="BiTA 3.3", low=1, high=MAX_TOP_K,
+                        label="top-k candidates per mask", slider=(1, 5, 1))
+    tokens: str | None = option(None, "the prompt and mask tokens: auto, untrained or the path of a .safetensors "
+                                      "artifact", kind=str, none="auto: the tokens shipped for the model, else "
+                                                                   "untrained", label="tokens", page=False)
+
+
+def start(request: Request, options: BitaOptions) -> Decoding:
+    tokens = tokens_for(request.target.model, options.tokens, options.masks)
+    config = BitaConfig(options.tree, tokens.n_masks, options.top_k)
+    settings = dataclasses.replace(request.settings, controller=f"bita-{config.tree}", gamma=config.masks)
+    rounds = bita_rounds(request.target, tokens, config, request.sampling, request.prompt_ids,
+                         settings.max_new_tokens, request.rng())
+    return Decoding(request.target, "bita", f"bita:{tokens.name}", settings, request.prompt_ids, request.prompt,
+                    rounds, tokens.describe())
+
+
+register(Method(
+    name="bita",
+    summary="BiTA (Lin et al.): trained mask tokens draft a token tree that the target verifies while drafting the "
+            "next one, in one forward pass (no draft model)",
+    lossy=False,
+    options=BitaOptions,
+    start=start,
+    draft="none",
+    controller=False,
+))

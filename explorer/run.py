@@ -1,0 +1,117 @@
+"""A run as it is decoded: ``Decoding`` (iterate it for rounds; ``trace()`` at any time) and the run's
+totals (``summarize``), the one place the summary's figures are defined."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from . import theory
+from .engine.trace import RoundTrace, RunTrace, Settings, Summary, alpha_hat
+from .models import LoadedModel
+
+
+class Decoding:
+    """A run in progress: iterate for rounds; ``trace()`` at any time for the run so far."""
+
+    def __init__(self, target: LoadedModel, method: str, draft_name: str | None, settings: Settings,
+                 prompt_ids: list[int], prompt: str | None, rounds: Iterator[tuple[RoundTrace, float]],
+                 draft_about: str | None = None, lossy: bool = False):
+        self.target = target
+        self.lossy = lossy
+        self.draft_about = draft_about
+        self.method = method
+        self.draft_name = draft_name
+        self.settings = settings
+        self.prompt_ids = tuple(prompt_ids)
+        self.prompt = prompt
+        self.rounds: list[RoundTrace] = []
+        self._record_s = 0.0
+        self._source = rounds
+        self._finished = False
+
+    def __iter__(self) -> Iterator[RoundTrace]:
+        for record, record_s in self._source:
+            self.rounds.append(record)
+            self._record_s += record_s
+            yield record
+        self._finished = True
+
+    def run(self) -> RunTrace:
+        """Decode to the end and return the trace."""
+        for _ in self:
+            pass
+        return self.trace()
+
+    def trace(self) -> RunTrace:
+        """The run so far; ``summary.stop_reason`` is ``stopped`` when it has not finished."""
+        rounds = tuple(self.rounds)
+        output = [t for r in rounds for t in r.emitted]
+        if not self._finished:
+            stop = "stopped"
+        elif output and output[-1] in self.target.eos_token_ids:
+            stop = "eos"
+        else:
+            stop = "max_new_tokens"
+        every_id = list(self.prompt_ids) + output
+        for r in rounds:
+            every_id += list(r.drafted)
+            for rows in (r.draft_top, r.target_top):
+                every_id += [i for row in rows for i, _ in row]
+            every_id += [i for i, _ in (r.residual_top or ())]
+            every_id += [n["token"] for n in (r.tree or {}).get("nodes", ())]
+        return RunTrace(
+            method=self.method, model=self.target.name, draft=self.draft_name, settings=self.settings,
+            prompt_ids=self.prompt_ids, output_ids=tuple(output), text=self.target.decode(output),
+            rounds=rounds, summary=summarize(rounds, self._record_s, stop, self.lossy), prompt=self.prompt,
+            draft_about=self.draft_about,
+            device=str(self.target.device), dtype=str(self.target.dtype).replace("torch.", ""),
+            token_text=self.target.token_texts(every_id),
+        )
+
+
+def summarize(rounds: tuple[RoundTrace, ...], record_s: float, stop_reason: str, lossy: bool = False) -> Summary:
+    """Run totals from the rounds (see ``Summary`` for the definitions). Theorem 3.8 predicts only the
+    lossless speculative methods."""
+    new_tokens = sum(len(r.emitted) for r in rounds)
+    drafted = sum(len(r.drafted) for r in rounds)
+    accepted = sum(r.n_accepted for r in rounds)
+    target_forwards = sum(r.target_forwards for r in rounds)
+    draft_forwards = sum(r.draft_forwards for r in rounds)
+    draft_s = sum(r.timing.draft_s for r in rounds)
+    verify_s = sum(r.timing.verify_s for r in rounds)
+    other_s = sum(r.timing.other_s for r in rounds)
+    wall_s = draft_s + verify_s + other_s + record_s
+    drafting = [r for r in rounds if r.drafted]
+    mean_gamma = sum(len(r.drafted) for r in drafting) / len(drafting) if drafting else 0.0
+    alpha = alpha_hat(rounds)
+    c = cost_ratio(rounds)
+    predicted = eq14 = None
+    if alpha is not None and c is not None and mean_gamma > 0 and not lossy:
+        predicted = float(theory.speedup(min(alpha, 1.0), mean_gamma, c))
+    v_d = accepted / drafted if drafted else None
+    r_d = accepted / new_tokens if drafted and new_tokens else None
+    if v_d is not None and r_d is not None and c is not None and not lossy:
+        # with nothing accepted eq. 14 is 0/0; eq. 13's time is then drafted·T_d + L·T_t
+        eq14 = float(theory.eesd_speedup(v_d, r_d, c)) if accepted else 1 / (1 + c * drafted / new_tokens)
+        eq14 = eq14 if abs(eq14) < float("inf") else None  # nan (0/0) when nothing was accepted and c = 0
+    return Summary(
+        new_tokens=new_tokens, rounds=len(rounds), drafted=drafted, accepted=accepted,
+        acceptance_rate=accepted / drafted if drafted else None, alpha_hat=alpha, mean_gamma=mean_gamma,
+        tokens_per_target_forward=new_tokens / target_forwards if target_forwards else None,
+        target_forwards=target_forwards, draft_forwards=draft_forwards, draft_s=draft_s, verify_s=verify_s,
+        other_s=other_s, wall_s=wall_s, tokens_per_s=new_tokens / wall_s if wall_s > 0 else None,
+        c_measured=c, predicted_speedup=predicted, record_s=record_s, stop_reason=stop_reason,
+        v_d=v_d, r_d=r_d, hm=theory.harmonic_mean(v_d, r_d) if v_d is not None else None, eq14_speedup=eq14,
+    )
+
+
+def cost_ratio(rounds) -> float | None:
+    """c = seconds per draft forward / seconds per target forward, over the rounds after the first (the
+    first verification also runs the whole prompt, which would make the target look slow)."""
+    later = [r for r in rounds[1:] if r.drafted and r.target_forwards]
+    if not later:
+        return None
+    draft_forwards = sum(r.draft_forwards for r in later)
+    per_target = sum(r.timing.verify_s for r in later) / sum(r.target_forwards for r in later)
+    per_draft = sum(r.timing.draft_s for r in later) / draft_forwards if draft_forwards else 0.0
+    return per_draft / per_target if per_target > 0 else None

@@ -1,0 +1,50 @@
+"""The page's (and the API's) typed values as engine keywords: whole numbers where the engine counts,
+finite numbers elsewhere, one readable line otherwise. Ranges are the engine's and the methods' to check."""
+
+from __future__ import annotations
+
+import math
+
+import explorer
+
+
+def decode_options(method, draft, gamma, controller, temperature, top_k, top_p, max_new_tokens, seed) -> dict:
+    """The page's (or the API's) values as ``explorer.stream`` keywords; numbers must be whole where the
+    engine counts (γ, top-k, tokens, seed). Ranges are the engine's to check."""
+    method = (method or "").strip()
+    draft = (draft or "").strip() or None
+    return {
+        "method": method,
+        "draft": None if method == "ar" else draft,
+        "gamma": whole("γ (gamma)", gamma),
+        "controller": (controller or "").strip() or None,
+        "temperature": number("temperature", temperature),
+        "top_k": whole("top-k", top_k),
+        "top_p": number("top-p", top_p),
+        "max_new_tokens": whole("max new tokens", max_new_tokens),
+        "seed": whole("seed", seed),
+    }
+
+
+def whole(name: str, value) -> int:
+    if isinstance(value, bool) or value is None:
+        raise explorer.ExplorerError(f"{name} must be a whole number, got {value!r}")
+    if isinstance(value, int):
+        return value
+    try:
+        as_float = float(value)
+    except (TypeError, ValueError):
+        raise explorer.ExplorerError(f"{name} must be a whole number, got {value!r}") from None
+    if not as_float.is_integer():
+        raise explorer.ExplorerError(f"{name} must be a whole number, got {value!r}")
+    return int(as_float)
+
+
+def number(name: str, value) -> float:
+    try:
+        result = float(value)
+    except (TypeError, ValueError):
+        raise explorer.ExplorerError(f"{name} must be a number, got {value!r}") from None
+    if not math.isfinite(result):
+        raise explorer.ExplorerError(f"{name} must be a finite number, got {value!r}")
+    return result

@@ -1,0 +1,64 @@
+"""``Page``: every component a handler reads or writes, by name (``layout`` builds it, ``handlers`` use it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import gradio as gr
+
+from .options import OptionsPanel
+from .views import ViewSlot
+
+
+@dataclass
+class Page:
+    """Every component a handler reads or writes."""
+
+    prompt: gr.Textbox
+    model: gr.Dropdown
+    method: gr.Dropdown
+    draft: gr.Dropdown
+    gamma: gr.Slider
+    controller: gr.Radio
+    temperature: gr.Slider
+    top_k: gr.Number
+    top_p: gr.Slider
+    max_new_tokens: gr.Slider
+    seed: gr.Number
+    run_btn: gr.Button
+    stop_btn: gr.Button
+    status: gr.Markdown
+    banner: gr.HTML
+    tokens: gr.HTML
+    round_slider: gr.Slider
+    prev_btn: gr.Button
+    play_btn: gr.Button
+    next_btn: gr.Button
+    timer: gr.Timer
+    round_detail: gr.Plot
+    latency: gr.Plot
+    theory_alpha: gr.Slider
+    theory_c: gr.Slider
+    theory_c_hat: gr.Slider
+    theory: gr.Plot
+    download: gr.DownloadButton
+    upload: gr.UploadButton
+    trace_state: gr.State
+    playing: gr.State
+    view_slots: list[ViewSlot]
+    options: OptionsPanel  # each method's own options, from the method registry
+
+    def run_inputs(self) -> set:
+        """What a run reads: the handler receives them as one dict keyed by component."""
+        return {self.prompt, self.model, self.method, self.draft, self.gamma, self.controller, self.temperature,
+                self.top_k, self.top_p, self.max_new_tokens, self.seed, self.theory_alpha, self.theory_c,
+                self.theory_c_hat, *self.options.components()}
+
+    def round_views(self) -> list:
+        """Outputs redrawn when the selected round changes."""
+        return [self.tokens, self.round_detail] + [c for s in self.view_slots for c in (s.box, s.output)]
+
+    def everything(self) -> list:
+        """Outputs a whole new trace can touch."""
+        return [self.trace_state, self.round_slider, self.banner, self.latency, self.theory, self.status,
+                self.download, self.timer, self.play_btn, self.playing] + self.round_views()
