@@ -7,8 +7,9 @@ from .models import LoadedModel, load
 
 
 def load_trace(text: str | bytes) -> RunTrace:
-    """A trace from its JSON text (validated; ``TraceFormatError`` for a malformed or foreign file)."""
-    return RunTrace.from_json(text)
+    """A trace from its JSON text (validated, its method one of ``METHODS``; ``TraceFormatError`` for a
+    malformed or foreign file)."""
+    return RunTrace.from_json(text, METHODS)
 
 
 __all__ = [

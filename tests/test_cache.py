@@ -5,7 +5,7 @@ import torch
 
 import explorer
 from explorer.engine.cache import CachedForward, common_prefix, crop_cache
-from explorer.engine.drafters import make_drafter
+from explorer.drafts import make_drafter
 from explorer.engine.controllers import Fixed
 from explorer.engine.forward import full_forward
 from explorer.engine.sampling import Rng, SamplingConfig

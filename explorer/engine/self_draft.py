@@ -21,13 +21,17 @@ Shape legend: T new tokens, H hidden size, V vocabulary, V' the draft's scored r
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 from transformers import DynamicCache
 
-from ..exits import ExitHead
 from .cache import common_prefix, new_cache
 from .fast import PackedLinear, fast_view, packable
 from .forward import fast_decoder, lm_head, run_layers
+
+if TYPE_CHECKING:  # the exit head is built above the engine (explorer.exits), from the shipped artifact
+    from ..exits import ExitHead
 
 
 def crop_layers(cache: DynamicCache, layers: range, length: int) -> None:

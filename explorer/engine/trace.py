@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Collection
 
 from .. import limits
 from ..errors import TraceFormatError
@@ -183,16 +183,17 @@ class RunTrace:
         return json.dumps(self.to_dict(), indent=indent, allow_nan=False, default=_finite)
 
     @classmethod
-    def from_json(cls, text: str | bytes) -> "RunTrace":
-        """A trace from its JSON file, every field checked (``TraceFormatError``, one line, otherwise)."""
+    def from_json(cls, text: str | bytes, methods: Collection[str] | None = None) -> "RunTrace":
+        """A trace from its JSON file, every field checked (``TraceFormatError``, one line, otherwise);
+        ``methods``: the method names to accept (``explorer.load_trace`` passes the registry's)."""
         try:
             data = parse(text, limits.MAX_TRACE_BYTES)
         except Refused as err:
             raise TraceFormatError(f"not a trace file: {err}") from None
-        return cls.from_dict(data)
+        return cls.from_dict(data, methods)
 
     @classmethod
-    def from_dict(cls, data: Any) -> "RunTrace":
+    def from_dict(cls, data: Any, methods: Collection[str] | None = None) -> "RunTrace":
         """A trace from parsed JSON data, checked as ``from_json`` checks a file."""
         if not isinstance(data, dict):
             raise TraceFormatError("not a trace file: the JSON is not an object")
@@ -202,7 +203,7 @@ class RunTrace:
             raise TraceFormatError(f"not a spec-explorer trace ({found}; expected {SCHEMA!r})")
         _check_size(data)
         try:
-            trace = _read_trace(data)
+            trace = _read_trace(data, methods)
         except Refused as err:
             raise TraceFormatError(f"malformed trace: {err}") from None
         problems = check_invariants(trace)
@@ -425,12 +426,10 @@ def _check_size(data: dict) -> None:
                                "are allowed (EXPLORER_MAX_TRACE_TOKENS)")
 
 
-def _read_trace(data: dict) -> RunTrace:
-    from ..api import METHODS  # here, not at the top: the API imports this module
-
+def _read_trace(data: dict, methods: Collection[str] | None) -> RunTrace:
     TRACE.check(data, "")
-    if data["method"] not in METHODS:
-        raise Refused(f"method must be one of {', '.join(METHODS)}, got {clip(data['method'])}")
+    if methods is not None and data["method"] not in methods:
+        raise Refused(f"method must be one of {', '.join(methods)}, got {clip(data['method'])}")
     fields = dict(data)
     fields["settings"] = Settings(**data["settings"])
     fields["summary"] = Summary(**data["summary"])

@@ -8,7 +8,7 @@ import dataclasses
 import math
 
 from ..engine.bild import BildConfig, bild_rounds
-from ..engine.drafters import make_drafter
+from ..drafts import make_drafter
 from ..errors import ExplorerError
 from ..limits import MAX_GAMMA
 from ..run import Decoding

@@ -4,7 +4,7 @@ shipped for the model (``exits.eesd_preset``) where the call does not give them.
 
 from __future__ import annotations
 
-from ..engine.drafters import make_drafter
+from ..drafts import make_drafter
 from ..exits import eesd_preset
 from . import Method, register
 from .speculative import run_speculative

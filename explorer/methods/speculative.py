@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from ..engine.controllers import make_controller
 from ..engine.costs import verify_cost_curve
-from ..engine.drafters import Drafter, make_drafter
+from ..drafts import make_drafter
+from ..engine.drafters import Drafter
 from ..engine.speculative import decode_rounds
 from ..run import Decoding
 from . import Method, Request, register
