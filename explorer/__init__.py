@@ -1,5 +1,6 @@
 """The Speculative Decoding Explorer: a decoding engine that records every round, and views of it."""
 
+from . import methods
 from .api import METHODS, Decoding, decode, eesd_preset, stream
 from .engine.trace import RoundTrace, RunTrace
 from .errors import ExplorerError, ModelLoadError, TraceFormatError
@@ -9,7 +10,7 @@ from .models import LoadedModel, load
 def load_trace(text: str | bytes) -> RunTrace:
     """A trace from its JSON text (validated, its method one of ``METHODS``; ``TraceFormatError`` for a
     malformed or foreign file)."""
-    return RunTrace.from_json(text, METHODS)
+    return RunTrace.from_json(text, methods.trace_rules())
 
 
 __all__ = [

@@ -20,8 +20,7 @@ from .limits import MAX_NEW_TOKENS, MAX_PROMPT_CHARS, MODEL_CACHE_BYTES, MAX_SEE
 from .models import LoadedModel, load
 from .run import Decoding, summarize  # noqa: F401 (summarize: public here since the first release)
 
-METHODS = methods.summaries()  # name → one line, from the registry (explorer/methods)
-LOSSY = frozenset(name for name, m in methods.discover().items() if m.lossy)
+METHODS = methods.Summaries()  # name → one line, from the registry (explorer/methods)
 
 
 def stream(model, prompt: str | None = None, *, prompt_ids: list[int] | None = None, method: str | None = None,

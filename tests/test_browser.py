@@ -230,7 +230,7 @@ def test_bild_run_shows_its_views_and_agreement_and_the_sweep_draws(page):
     expect(page.locator("#view-bild-tokens .bild-tok").first).to_be_visible()
     expect(page.locator("#view-bild-events .js-plotly-plot")).to_have_count(1)
     trace = download_trace(page)
-    assert trace.method == "bild" and trace.settings.fallback_threshold == 0.6
+    assert trace.method == "bild" and trace.settings.options["fallback_threshold"] == 0.6
     assert {r.event for r in trace.rounds} <= {"fallback", "rollback"}
 
     expect(page.locator("#compare-plot .js-plotly-plot")).to_have_count(1)

@@ -11,7 +11,8 @@ import pytest
 
 import explorer
 from explorer import bench, limits, viz
-from explorer.api import LOSSY, summarize
+from explorer import methods
+from explorer.api import summarize
 from explorer.errors import ExplorerError
 from explorer.ui.sections import load_bench_report
 from explorer.viz.compare import compare_figure
@@ -294,7 +295,7 @@ def repeated(trace, rounds: int):
     out = tuple(out)
     return dataclasses.replace(trace, rounds=out, output_ids=tuple(t for r in out for t in r.emitted),
                                summary=summarize(out, trace.summary.record_s, trace.summary.stop_reason,
-                                                 trace.method in LOSSY))
+                                                 methods.get(trace.method).lossy))
 
 
 @pytest.fixture(scope="module")

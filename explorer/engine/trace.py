@@ -4,7 +4,8 @@ A decode emits one ``RoundTrace`` per round and ends in a ``RunTrace``. Both are
 floats, strings, short tuples and small dicts) so that the UI, the plots, the CLI, the benchmark and the
 tests read them without touching a model, and so that a run saved as JSON replays anywhere.
 
-JSON carries ``"schema": "spec-explorer/trace@1"``; ``RunTrace.from_json`` validates it and raises
+JSON carries ``"schema": "spec-explorer/trace@2"`` (``@1`` files, before the method registry, still load:
+their BiLD thresholds move into ``settings.options``); ``RunTrace.from_json`` validates it and raises
 ``TraceFormatError`` with one readable line for a malformed or foreign file (never pickle). A trace file
 is untrusted (strangers share them): every field is checked against what the engine can write (the
 kinds below; the bounds live in ``limits``), the free-form ``controller`` and ``detail`` objects must be
@@ -21,17 +22,19 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass, field
-from typing import Any, Collection
+from typing import Any, Callable, Mapping
 
 from .. import limits
-from ..errors import TraceFormatError
+from ..errors import ExplorerError, TraceFormatError
 from ..limits import (MAX_FREE_VALUES, MAX_GAMMA, MAX_JSON_DEPTH, MAX_NAME_CHARS, MAX_PIECE_CHARS, MAX_PROMPT_CHARS,
                       MAX_SEED, MAX_TOKEN_ID, MAX_TRACE_SECONDS, MAX_TRACE_TOKENS, MAX_TRACE_TOP, MAX_TREE_POSITIONS,
                       MAX_TREE_PROMPT, clip)
-from ..untrusted import (BOOL, LIST, OBJECT, Kind, ListOf, MapOf, Maybe, Record, Refused, check_plain, number, one_of,
-                         parse, text, whole)
+from ..untrusted import (BOOL, FINITE, LIST, OBJECT, Kind, ListOf, MapOf, Maybe, Record, Refused, check_plain, number,
+                         one_of, parse, text, whole)
 
-SCHEMA = "spec-explorer/trace@1"
+SCHEMA = "spec-explorer/trace@2"
+SCHEMA_V1 = "spec-explorer/trace@1"  # settings had BiLD's three thresholds as fields; no options
+V1_OPTIONS = ("fallback_threshold", "rollback_threshold", "max_small_steps")
 
 # A round's event: what its verification concluded (BiLD: the large model took over / rolled back).
 EVENTS = ("target", "no-draft", "all-accepted", "rejected", "fallback", "rollback")
@@ -116,9 +119,19 @@ class Settings:
     seed: int
     max_new_tokens: int
     chat: bool = True
-    fallback_threshold: float | None = None  # BiLD's α_FB
-    rollback_threshold: float | None = None  # BiLD's α_RB (None: no rollback)
-    max_small_steps: int | None = None  # BiLD's cap on a small-model turn
+    # the method's own options by name, as its module under explorer/methods defines them (BiLD: α_FB,
+    # α_RB, the cap; BiTA: tree, masks, top_k, tokens); empty for a method without options
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class MethodRules:
+    """What a trace loader knows of a method beyond the common fields (``explorer.load_trace`` passes
+    the registry's): ``check_options(options)`` and ``check_round(round_data, path)`` raise on what the
+    method could not have written (``ExplorerError`` or ``untrusted.Refused``, one line)."""
+
+    check_options: Callable[[dict], None] | None = None
+    check_round: Callable[[dict, str], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -183,9 +196,10 @@ class RunTrace:
         return json.dumps(self.to_dict(), indent=indent, allow_nan=False, default=_finite)
 
     @classmethod
-    def from_json(cls, text: str | bytes, methods: Collection[str] | None = None) -> "RunTrace":
+    def from_json(cls, text: str | bytes, methods: Mapping[str, MethodRules] | None = None) -> "RunTrace":
         """A trace from its JSON file, every field checked (``TraceFormatError``, one line, otherwise);
-        ``methods``: the method names to accept (``explorer.load_trace`` passes the registry's)."""
+        ``methods``: the methods to accept and their own rules (``explorer.load_trace`` passes the
+        registry's); None accepts any method name and checks only the common fields."""
         try:
             data = parse(text, limits.MAX_TRACE_BYTES)
         except Refused as err:
@@ -193,14 +207,16 @@ class RunTrace:
         return cls.from_dict(data, methods)
 
     @classmethod
-    def from_dict(cls, data: Any, methods: Collection[str] | None = None) -> "RunTrace":
+    def from_dict(cls, data: Any, methods: Mapping[str, MethodRules] | None = None) -> "RunTrace":
         """A trace from parsed JSON data, checked as ``from_json`` checks a file."""
         if not isinstance(data, dict):
             raise TraceFormatError("not a trace file: the JSON is not an object")
         schema = data.get("schema")
-        if schema != SCHEMA:
+        if schema not in (SCHEMA, SCHEMA_V1):
             found = f"schema {clip(schema)}" if schema else "no schema field"
             raise TraceFormatError(f"not a spec-explorer trace ({found}; expected {SCHEMA!r})")
+        if schema == SCHEMA_V1:
+            data = _from_v1(data)
         _check_size(data)
         try:
             trace = _read_trace(data, methods)
@@ -305,8 +321,10 @@ TOKEN_KEY = Kind("a token id in decimal digits", lambda k: ID.ok(k) or (
 
 SETTINGS = Record({
     "temperature": number(0, 100), "top_k": COUNT, "top_p": number(0, 1), "gamma": GAMMA, "controller": NAME,
-    "seed": whole(0, MAX_SEED), "max_new_tokens": COUNT, "chat": BOOL, "fallback_threshold": Maybe(PROB),
-    "rollback_threshold": Maybe(RATIO), "max_small_steps": Maybe(GAMMA),
+    "seed": whole(0, MAX_SEED), "max_new_tokens": COUNT, "chat": BOOL, "options": MapOf(
+        text(64), Kind("null, true/false, a finite number or a short text", lambda v: v is None or BOOL.ok(v) or
+                       FINITE.ok(v) or (isinstance(v, str) and len(v) <= MAX_NAME_CHARS)),
+        64, "an object of at most 64 option values"),
 }, _required(Settings))
 SUMMARY = Record({
     "new_tokens": COUNT, "rounds": COUNT, "drafted": COUNT, "accepted": COUNT, "acceptance_rate": Maybe(PROB),
@@ -426,27 +444,50 @@ def _check_size(data: dict) -> None:
                                "are allowed (EXPLORER_MAX_TRACE_TOKENS)")
 
 
-def _read_trace(data: dict, methods: Collection[str] | None) -> RunTrace:
+def _from_v1(data: dict) -> dict:
+    """A ``@1`` trace as ``@2``: BiLD's thresholds leave the settings for ``settings.options``."""
+    settings = data.get("settings")
+    if not isinstance(settings, dict):
+        return {**data, "schema": SCHEMA}  # the checks that follow say what is wrong
+    settings = dict(settings)
+    moved = {k: settings.pop(k) for k in V1_OPTIONS if k in settings}
+    settings["options"] = moved if data.get("method") == "bild" else {}
+    return {**data, "schema": SCHEMA, "settings": settings}
+
+
+def _read_trace(data: dict, methods: Mapping[str, MethodRules] | None) -> RunTrace:
     TRACE.check(data, "")
-    if methods is not None and data["method"] not in methods:
-        raise Refused(f"method must be one of {', '.join(methods)}, got {clip(data['method'])}")
+    rules = MethodRules()
+    if methods is not None:
+        if data["method"] not in methods:
+            raise Refused(f"method must be one of {', '.join(methods)}, got {clip(data['method'])}")
+        rules = methods[data["method"]]
+    if rules.check_options is not None:
+        try:
+            rules.check_options(data["settings"].get("options", {}))
+        except ExplorerError as err:
+            raise Refused(f"settings.options: {err}") from None
     fields = dict(data)
     fields["settings"] = Settings(**data["settings"])
     fields["summary"] = Summary(**data["summary"])
-    fields["rounds"] = tuple(_read_round(r, f"rounds[{i}]") for i, r in enumerate(data["rounds"]))
+    fields["rounds"] = tuple(_read_round(r, f"rounds[{i}]", rules.check_round) for i, r in enumerate(data["rounds"]))
     fields["prompt_ids"] = tuple(data["prompt_ids"])
     fields["output_ids"] = tuple(data["output_ids"])
     fields["token_text"] = {int(k): v for k, v in data.get("token_text", {}).items()}
     return RunTrace(**fields)
 
 
-def _read_round(data: Any, path: str) -> RoundTrace:
+def _read_round(data: Any, path: str, check_round: Callable[[dict, str], None] | None = None) -> RoundTrace:
     ROUND.check(data, path)
     for name, keys in (("controller", CONTROLLER), ("detail", DETAIL)):
         free = data.get(name, {})
         keys.check(free, f"{path}.{name}")
         check_plain(free, f"{path}.{name}", MAX_FREE_VALUES, FREE_DEPTH, MAX_NAME_CHARS)
-    _check_bild_detail(data.get("detail", {}), f"{path}.detail")
+    if check_round is not None:
+        try:
+            check_round(data, path)
+        except ExplorerError as err:
+            raise Refused(str(err)) from None
     problem = _tree_problem(data["tree"], f"{path}.tree") if data.get("tree") is not None else None
     if problem:
         raise Refused(problem)
@@ -461,23 +502,6 @@ def _read_round(data: Any, path: str) -> RoundTrace:
     if data.get("residual_top") is not None:
         d["residual_top"] = _pairs(data["residual_top"])
     return RoundTrace(**d)
-
-
-def _check_bild_detail(detail: dict, path: str) -> None:
-    """The keys BiLD's views read together: a confidence fallback's probability and threshold, a
-    hand-over's reason beside its probability, a rollback's threshold."""
-    needs = []
-    if detail.get("reason") == "confidence":
-        needs += ["small_max_prob", "fallback_threshold"]
-    if detail.get("small_max_prob") is not None:
-        needs.append("reason")
-    if detail.get("rollback") is not None:
-        needs.append("rollback_threshold")
-    missing = next((k for k in needs if k not in detail), None)
-    if missing is not None:
-        raise Refused(f"missing field {f'{path}.{missing}'!r} (BiLD's views read it with the others)")
-    if detail.get("reason") == "confidence" and detail["small_max_prob"] is None:
-        raise Refused(f"{path}.small_max_prob must be a probability when the reason is confidence, got null")
 
 
 def _pairs(rows) -> tuple:

@@ -17,10 +17,11 @@ import importlib
 import math
 import pkgutil
 from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any, Callable
 
 from ..engine.sampling import Rng, SamplingConfig
-from ..engine.trace import Settings
+from ..engine.trace import MethodRules, Settings
 from ..errors import ExplorerError
 from ..limits import clip
 from ..models import LoadedModel
@@ -153,6 +154,19 @@ class Method:
     draft: str = "required"
     controller: bool = True
     preset: Callable[[Any], dict] | None = None
+    check_round: Callable[[dict, str], None] | None = None  # a loaded trace's round, beyond the common checks
+
+    def check_options(self, values: dict[str, Any]) -> Options | None:
+        """A trace's ``settings.options`` (field names) as this method's options; ``ExplorerError`` for a
+        name it does not have or a value out of its range."""
+        names = {f.name for f in dataclasses.fields(self.options)} if self.options is not None else set()
+        unknown = sorted(set(values) - names)
+        if unknown:
+            raise ExplorerError(f"{self.name} has no option {clip(unknown[0], 40)}")
+        return self.options(**values) if self.options is not None else None
+
+    def trace_rules(self) -> MethodRules:
+        return MethodRules(self.check_options, self.check_round)
 
     def make_options(self, given: dict[str, Any]) -> Options | None:
         """This method's options from keywords (``<prefix><field>``); the defaults where not given."""
@@ -180,10 +194,17 @@ def register(method: Method) -> Method:
 ORDER = ("ar", "speculative", "eesd", "bild", "bita")  # listed first, in this order; then any others
 
 
+_discovered = False
+
+
 def discover() -> dict[str, Method]:
-    """Import every module of this package (each registers its method); the methods by name."""
-    for module in pkgutil.iter_modules(__path__):
-        importlib.import_module(f"{__name__}.{module.name}")
+    """Import every module of this package once (each registers its method); the methods by name, in
+    ``ORDER`` and then in the order they registered."""
+    global _discovered
+    if not _discovered:
+        for module in pkgutil.iter_modules(__path__):
+            importlib.import_module(f"{__name__}.{module.name}")
+        _discovered = True
     ranked = sorted(_REGISTRY.values(), key=lambda m: ORDER.index(m.name) if m.name in ORDER else len(ORDER))
     return {m.name: m for m in ranked}
 
@@ -194,6 +215,11 @@ def get(name: str) -> Method:
     if name not in methods:
         raise ExplorerError(f"unknown method {clip(name, 40)}: use one of {', '.join(methods)}")
     return methods[name]
+
+
+def trace_rules() -> dict[str, MethodRules]:
+    """name → what a trace of that method must satisfy beyond the common fields (``explorer.load_trace``)."""
+    return {name: m.trace_rules() for name, m in discover().items()}
 
 
 def split_options(method: Method, given: dict[str, Any]) -> Options | None:
@@ -209,6 +235,18 @@ def split_options(method: Method, given: dict[str, Any]) -> Options | None:
     return method.make_options(given)
 
 
-def summaries() -> dict[str, str]:
-    """name → one-line description, every method (``explorer.METHODS``)."""
-    return {name: m.summary for name, m in discover().items()}
+class Summaries(Mapping):
+    """name → one-line description of every registered method, read from the registry at each use (so
+    a method registered later is there too): ``explorer.METHODS``."""
+
+    def __getitem__(self, name: str) -> str:
+        return discover()[name].summary
+
+    def __iter__(self):
+        return iter(discover())
+
+    def __len__(self) -> int:
+        return len(discover())
+
+    def __repr__(self) -> str:
+        return repr(dict(self))

@@ -43,13 +43,34 @@ def start(request: Request, options: BildOptions) -> Decoding:
     config = BildConfig(options.fallback_threshold, options.rollback_threshold, options.max_small_steps)
     # BiLD decides its own draft lengths: the settings' γ is its cap, its controller the fallback rule
     settings = dataclasses.replace(request.settings, controller="bild", gamma=options.max_small_steps,
-                                   fallback_threshold=options.fallback_threshold,
-                                   rollback_threshold=options.rollback_threshold,
-                                   max_small_steps=options.max_small_steps)
+                                   options=options.as_dict())
     rounds = bild_rounds(request.target, drafter, config, request.sampling, request.prompt_ids,
                          settings.max_new_tokens, request.rng())
     return Decoding(request.target, "bild", drafter.spec, settings, request.prompt_ids, request.prompt, rounds,
                     drafter.about, lossy=True)
+
+
+def check_round(data: dict, path: str) -> None:
+    """A loaded BiLD round: the keys its views read together are there together."""
+    _check_bild_detail(data.get("detail", {}), f"{path}.detail")
+
+
+def _check_bild_detail(detail: dict, path: str) -> None:
+    """The keys BiLD's views read together: a confidence fallback's probability and threshold, a
+    hand-over's reason beside its probability, a rollback's threshold."""
+    needs = []
+    if detail.get("reason") == "confidence":
+        needs += ["small_max_prob", "fallback_threshold"]
+    if detail.get("small_max_prob") is not None:
+        needs.append("reason")
+    if detail.get("rollback") is not None:
+        needs.append("rollback_threshold")
+    missing = next((k for k in needs if k not in detail), None)
+    if missing is not None:
+        raise ExplorerError(f"missing field {f'{path}.{missing}'!r} (BiLD's views read it with the others)")
+    if detail.get("reason") == "confidence" and detail["small_max_prob"] is None:
+        raise ExplorerError(f"{path}.small_max_prob must be a probability when the reason is confidence, got null")
+
 
 
 register(Method(
@@ -59,4 +80,5 @@ register(Method(
     options=BildOptions,
     start=start,
     controller=False,
+    check_round=check_round,
 ))

@@ -79,7 +79,7 @@ def bild_events_figure(trace, round_index: int):
                              customdata=reasons,
                              hovertemplate="round %{x}<br>max p_S = %{y:.3f}<br>hand-over: %{customdata}<extra></extra>"),
                   row=1, col=1)
-    fb = trace.settings.fallback_threshold
+    fb = trace.settings.options.get("fallback_threshold")
     if fb is not None:
         fig.add_hline(y=fb, line={"dash": "dash", "color": "#111827"}, row=1, col=1,
                       annotation_text=f"α_FB = {fb}", annotation_position="top left")
@@ -91,7 +91,7 @@ def bild_events_figure(trace, round_index: int):
                      r.detail["rollback"]["flushed"]] for r in rb_rounds],
         hovertemplate="round %{x}<br>−log p_L = %{y:.2f} nats<br>%{customdata[0]} → %{customdata[1]}"
                       "<br>%{customdata[2]} token(s) flushed<extra></extra>"), row=2, col=1)
-    rbt = trace.settings.rollback_threshold
+    rbt = trace.settings.options.get("rollback_threshold")
     if rbt is not None:
         fig.add_hline(y=rbt, line={"dash": "dash", "color": "#111827"}, row=2, col=1,
                       annotation_text=f"α_RB = {rbt}", annotation_position="top left")
