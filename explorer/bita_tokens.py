@@ -21,20 +21,19 @@ Shape legend: L layers, G KV heads, P prompt tokens, D head dim, M mask tokens, 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from safetensors import SafetensorError
 from transformers import DynamicCache
 
+from . import artifacts
+from .artifacts import fingerprint
 from .engine.cache import new_cache
 from .engine.forward import decoder_parts
 from .errors import ExplorerError
-from .exits import fingerprint
 
-ARTIFACT_DIR = Path(__file__).resolve().parent.parent / "assets" / "bita"
+ARTIFACT_DIR = artifacts.ASSETS / "bita"
 INIT_STD = 0.02  # section 4.1: "initialized with a normal distribution ... standard deviation of 0.02"
 MAX_MASKS = 8
 
@@ -116,45 +115,27 @@ def check_counts(n_prompt: int, n_masks: int) -> None:
 
 def find_tokens(model: torch.nn.Module, folder: Path | None = None) -> Path | None:
     """The shipped (or trained) artifact for this model, if there is one."""
-    path = (folder or ARTIFACT_DIR) / f"{fingerprint(model)}.safetensors"
-    return path if path.is_file() and path.with_suffix(".json").is_file() else None
+    return artifacts.find(folder or ARTIFACT_DIR, fingerprint(model))
 
 
 def save_tokens(tokens: BitaTokens, model: torch.nn.Module, path: Path, manifest: dict) -> Path:
     """Write ``path`` (float16 tensors) and its ``.json`` manifest; returns ``path``."""
-    from safetensors.torch import save_file
-
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     tensors = {"prompt_keys": tokens.prompt_keys, "prompt_values": tokens.prompt_values, "masks": tokens.masks}
-    save_file({k: v.detach().to("cpu", torch.float16).contiguous() for k, v in tensors.items()}, str(path))
-    manifest = {"fingerprint": fingerprint(model), "prompt_tokens": tokens.n_prompt, "mask_tokens": tokens.n_masks,
-                **manifest}
-    path.with_suffix(".json").write_text(json.dumps(manifest, indent=2) + "\n")
-    return path
+    return artifacts.write(path, {k: v.to(torch.float16) for k, v in tensors.items()}, model,
+                           {"prompt_tokens": tokens.n_prompt, "mask_tokens": tokens.n_masks, **manifest})
 
 
 def load_tokens(model: torch.nn.Module, path: Path) -> BitaTokens:
     """Load an artifact onto ``model``'s device and dtype; a clear error when it does not fit."""
-    from safetensors.torch import load_file
-
-    path = Path(path)
-    try:
-        manifest = json.loads(path.with_suffix(".json").read_text())
-        tensors = load_file(str(path))
-    except (OSError, ValueError, KeyError, SafetensorError) as err:
-        raise ExplorerError(f"cannot read the BiTA tokens {path.name}: {err}") from None
-    if manifest.get("fingerprint") != fingerprint(model):
-        raise ExplorerError(f"the BiTA tokens {path.name} were trained for another model "
-                            f"({manifest.get('model')}, {manifest.get('fingerprint')})")
+    tensors, manifest = artifacts.read(path, model, "the BiTA tokens")
     layers, kv_heads, head_dim, hidden = _shapes(model)
     keys, values, masks = (tensors.get(n) for n in ("prompt_keys", "prompt_values", "masks"))
     if keys is None or values is None or masks is None or keys.shape != values.shape \
             or tuple(keys.shape[:2]) + tuple(keys.shape[3:]) != (layers, kv_heads, head_dim) or masks.shape[1] != hidden:
-        raise ExplorerError(f"the BiTA tokens {path.name} do not have this model's shapes")
+        raise ExplorerError(f"the BiTA tokens {Path(path).name} do not have this model's shapes")
     param = next(model.parameters())
     move = lambda t: t.to(param.device, param.dtype)  # noqa: E731
-    return BitaTokens(move(keys), move(values), move(masks), manifest, path)
+    return BitaTokens(move(keys), move(values), move(masks), manifest, Path(path))
 
 
 def tokens_for(model: torch.nn.Module, spec: str | None = None, n_masks: int | None = None) -> BitaTokens:

@@ -391,7 +391,7 @@ def _train_bita(args, argv: list[str]) -> int:
     from pathlib import Path
 
     from .bita_tokens import ARTIFACT_DIR as BITA_DIR
-    from .exits import fingerprint
+    from .artifacts import fingerprint
     from .models import load
     from .train.bita import BitaTrainConfig, train_bita, write_artifact
     from .train.data import load_prompt_bank

@@ -16,18 +16,18 @@ figures (tokens, steps, seed, loss) and held-out greedy agreement trained vs unt
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from safetensors import SafetensorError
 
+from . import artifacts
+from .artifacts import fingerprint  # noqa: F401 (the trainers and tests name it here)
 from .errors import ExplorerError
 from .engine.forward import decoder_parts
 
-ARTIFACT_DIR = Path(__file__).resolve().parent.parent / "assets" / "early-exit"
+ARTIFACT_DIR = artifacts.ASSETS / "early-exit"
 
 
 @dataclass(frozen=True, eq=False)
@@ -53,22 +53,13 @@ class ExitHead:
         return f"trained exit layer {self.path.name}{extra}"
 
 
-def fingerprint(model: torch.nn.Module) -> str:
-    """Architecture + shape + a hash of the first embedding rows: a trained exit fits only this model."""
-    cfg = model.config
-    emb = model.get_input_embeddings().weight
-    digest = hashlib.sha1(emb[:8].detach().float().cpu().numpy().tobytes()).hexdigest()[:12]
-    return f"{cfg.model_type}-L{cfg.num_hidden_layers}-H{cfg.hidden_size}-V{emb.shape[0]}-{digest}"
-
-
 def artifact_stem(model: torch.nn.Module, n_layers: int) -> str:
     return f"{fingerprint(model)}-n{n_layers}"
 
 
 def find_exit(model: torch.nn.Module, n_layers: int, folder: Path | None = None) -> Path | None:
     """The shipped (or trained) artifact for this model and N, if there is one."""
-    path = (folder or ARTIFACT_DIR) / f"{artifact_stem(model, n_layers)}.safetensors"
-    return path if path.is_file() and path.with_suffix(".json").is_file() else None
+    return artifacts.find(folder or ARTIFACT_DIR, artifact_stem(model, n_layers))
 
 
 def untrained_exit(model: torch.nn.Module, n_layers: int) -> ExitHead:
@@ -89,18 +80,7 @@ def new_exit(model: torch.nn.Module, n_layers: int, vocab: torch.Tensor | None =
 
 def load_exit(model: torch.nn.Module, path: Path) -> ExitHead:
     """Load an artifact onto ``model``'s device and dtype; a clear error when it does not fit."""
-    from safetensors.torch import load_file
-
-    path = Path(path)
-    manifest_path = path.with_suffix(".json")
-    try:
-        manifest = json.loads(manifest_path.read_text())
-        tensors = load_file(str(path))
-    except (OSError, ValueError, SafetensorError) as err:
-        raise ExplorerError(f"cannot read the exit layer {path.name}: {err}") from None
-    if manifest.get("fingerprint") != fingerprint(model):
-        raise ExplorerError(f"the exit layer {path.name} was trained for another model "
-                            f"({manifest.get('model')}, {manifest.get('fingerprint')})")
+    tensors, manifest = artifacts.read(path, model, "the exit layer")
     vocab = tensors.pop("vocab", None)
     head = new_exit(model, int(manifest["n_layers"]), None)
     param = next(model.parameters())
@@ -110,7 +90,7 @@ def load_exit(model: torch.nn.Module, path: Path) -> ExitHead:
         module.to(device=param.device, dtype=param.dtype).eval().requires_grad_(False)
     if vocab is not None:
         vocab = vocab.to(device=param.device, dtype=torch.long)
-    return ExitHead(head.n_layers, head.layer, head.norm, vocab, manifest, path)
+    return ExitHead(head.n_layers, head.layer, head.norm, vocab, manifest, Path(path))
 
 
 def exit_for(model: torch.nn.Module, n_layers: int, trained: bool = True) -> ExitHead:
@@ -121,20 +101,13 @@ def exit_for(model: torch.nn.Module, n_layers: int, trained: bool = True) -> Exi
 
 def save_exit(head: ExitHead, model: torch.nn.Module, folder: Path, manifest: dict) -> Path:
     """Write ``<stem>.safetensors`` + ``<stem>.json`` (float16 weights) and return the weights' path."""
-    from safetensors.torch import save_file
-
-    folder.mkdir(parents=True, exist_ok=True)
-    stem = artifact_stem(model, head.n_layers)
-    tensors = {f"layer.{k}": v.detach().to("cpu", torch.float16).contiguous() for k, v in head.layer.state_dict().items()}
-    tensors.update({f"norm.{k}": v.detach().to("cpu", torch.float16).contiguous() for k, v in head.norm.state_dict().items()})
+    tensors = {f"layer.{k}": v.to(torch.float16) for k, v in head.layer.state_dict().items()}
+    tensors.update({f"norm.{k}": v.to(torch.float16) for k, v in head.norm.state_dict().items()})
     if head.vocab is not None:
-        tensors["vocab"] = head.vocab.detach().to("cpu", torch.int32).contiguous()
-    manifest = {"fingerprint": fingerprint(model), "n_layers": head.n_layers,
-                "vocab_size": int(head.vocab.numel()) if head.vocab is not None else None, **manifest}
-    weights = folder / f"{stem}.safetensors"
-    save_file(tensors, str(weights))
-    weights.with_suffix(".json").write_text(json.dumps(manifest, indent=2) + "\n")
-    return weights
+        tensors["vocab"] = head.vocab.to(torch.int32)
+    manifest = {"n_layers": head.n_layers, "vocab_size": int(head.vocab.numel()) if head.vocab is not None else None,
+                **manifest}
+    return artifacts.write(Path(folder) / f"{artifact_stem(model, head.n_layers)}.safetensors", tensors, model, manifest)
 
 
 def _check_n(model: torch.nn.Module, n_layers: int) -> None:

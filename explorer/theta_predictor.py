@@ -23,15 +23,14 @@ Stored beside the exit as ``<slug>-n<N>-theta.safetensors`` (``u``, ``v``, ``b``
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from safetensors import SafetensorError
 
+from . import artifacts
 from .errors import ExplorerError
-from .exits import ARTIFACT_DIR, artifact_stem, fingerprint
+from .exits import ARTIFACT_DIR, artifact_stem
 
 MAX_STEP = 10  # W^i for i = 1..10; later steps share W^10 (eq. 5)
 
@@ -69,36 +68,20 @@ def predictor_path(model: torch.nn.Module, n_layers: int, folder: Path | None = 
 
 
 def find_predictor(model: torch.nn.Module, n_layers: int, folder: Path | None = None) -> Path | None:
-    path = predictor_path(model, n_layers, folder)
-    return path if path.is_file() and path.with_suffix(".json").is_file() else None
+    return artifacts.find(folder or ARTIFACT_DIR, f"{artifact_stem(model, n_layers)}-theta")
 
 
 def save_predictor(predictor: ThetaPredictor, model: torch.nn.Module, n_layers: int, folder: Path,
                    manifest: dict) -> Path:
-    from safetensors.torch import save_file
-
-    folder.mkdir(parents=True, exist_ok=True)
-    path = predictor_path(model, n_layers, folder)
-    save_file({"u": predictor.u.detach().float().cpu().contiguous(), "v": predictor.v.detach().float().cpu().contiguous(),
-               "b": predictor.b.detach().float().cpu().reshape(1).contiguous()}, str(path))
-    full = {"fingerprint": fingerprint(model), "n_layers": n_layers, **manifest}
-    path.with_suffix(".json").write_text(json.dumps(full, indent=2) + "\n")
-    return path
+    tensors = {"u": predictor.u.float(), "v": predictor.v.float(), "b": predictor.b.float().reshape(1)}
+    return artifacts.write(predictor_path(model, n_layers, folder), tensors, model, {"n_layers": n_layers, **manifest})
 
 
 def load_predictor(model: torch.nn.Module, path: Path) -> ThetaPredictor:
-    from safetensors.torch import load_file
-
-    path = Path(path)
-    try:
-        manifest = json.loads(path.with_suffix(".json").read_text())
-        tensors = load_file(str(path))
-        u, v, b = tensors["u"], tensors["v"], tensors["b"].reshape(())
-    except (OSError, ValueError, KeyError, SafetensorError) as err:
-        raise ExplorerError(f"cannot read the θ_M predictor {path.name}: {err}") from None
+    tensors, manifest = artifacts.read(path, model, "the θ_M predictor")
     hidden = model.config.hidden_size
-    if manifest.get("fingerprint") != fingerprint(model) or u.shape != (MAX_STEP, hidden) or v.shape != (hidden,):
-        raise ExplorerError(f"the θ_M predictor {path.name} was trained for another model "
-                            f"({manifest.get('fingerprint')})")
+    u, v, b = tensors.get("u"), tensors.get("v"), tensors.get("b")
+    if u is None or v is None or b is None or u.shape != (MAX_STEP, hidden) or v.shape != (hidden,) or b.numel() != 1:
+        raise ExplorerError(f"the θ_M predictor {Path(path).name} does not have this model's shapes")
     device = next(model.parameters()).device
-    return ThetaPredictor(u.to(device), v.to(device), b.to(device), manifest, path)
+    return ThetaPredictor(u.to(device), v.to(device), b.reshape(()).to(device), manifest, Path(path))

@@ -51,7 +51,7 @@ from transformers import DynamicCache
 from ..bita_tokens import BitaTokens, check_counts, init_tokens, save_tokens
 from ..engine.forward import decoder_parts
 from ..errors import ExplorerError
-from ..exits import fingerprint
+from ..artifacts import fingerprint
 from ..models import LoadedModel, cache_root
 from .data import Sample, load_prompt_bank, self_generated
 

@@ -158,7 +158,7 @@ def _generate(target: LoadedModel, prompts: list[tuple[int, ...]], mode: str, ma
 
 
 def _cache_folder(target, prompts, mode, max_new_tokens, seed, batch_size, temperature, top_p) -> Path:
-    from ..exits import fingerprint
+    from ..artifacts import fingerprint
 
     settings = dict(version=CACHE_VERSION, max_new_tokens=max_new_tokens, seed=seed, batch_size=batch_size,
                     prompts=[[p["id"], p["prompt"], p.get("split", "train")] for p in prompts])

@@ -306,7 +306,7 @@ def _checkpoint_path(target, windows: Windows, head: ExitHead, config: TrainConf
     import hashlib
     import json
 
-    from ..exits import fingerprint
+    from ..artifacts import fingerprint
 
     key = json.dumps({"config": asdict(config), "windows": windows.digest(),
                       "vocab": head.vocab.tolist() if head.vocab is not None else None}, sort_keys=True)

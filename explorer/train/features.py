@@ -24,7 +24,7 @@ from typing import Callable
 import torch
 
 from ..engine.forward import decoder_parts
-from ..exits import fingerprint
+from ..artifacts import fingerprint
 from ..models import LoadedModel, cache_root
 from .data import Sample
 
