@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import statistics
-import sys
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -28,6 +27,7 @@ from .engine.trace import alpha_hat
 from .errors import ExplorerError
 from .exits import exit_for
 from .models import quiet_transformers
+from .progress import print_progress
 
 PROMPTS_FILE = Path(__file__).resolve().parent.parent / "assets" / "prompts.json"
 DEFAULT_SYSTEMS = (
@@ -48,10 +48,6 @@ class System:
     draft: str | None
     controller: str | None
     gamma: int
-
-
-def print_progress(done: int, total: int, line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
 
 
 def parse_system(name: str, gamma: int, controller: str) -> System:

@@ -14,7 +14,8 @@ import time
 from typing import Callable
 
 from .api import load_cached, decode
-from .bench import load_prompts, print_progress
+from .bench import load_prompts
+from .progress import print_progress
 from .quality import compare
 
 DEFAULT_FALLBACKS = (0.2, 0.4, 0.6, 0.8)

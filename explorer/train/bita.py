@@ -38,7 +38,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import sys
 import time
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
@@ -48,14 +47,17 @@ from typing import Callable
 import torch
 from transformers import DynamicCache
 
+from ..artifacts import fingerprint
 from ..bita_tokens import BitaTokens, check_counts, init_tokens, save_tokens
 from ..engine.forward import decoder_parts
 from ..errors import ExplorerError
-from ..artifacts import fingerprint
 from ..models import LoadedModel, cache_root
+from ..progress import print_progress
+from . import checkpoint
 from .data import Sample, load_prompt_bank, self_generated
 
 CHECKPOINT_EVERY = 25
+TOKEN_NAMES = ("prompt_keys", "prompt_values", "masks")  # the trained tensors, in the checkpoint
 EVAL_SEED = 12345
 Progress = Callable[[int, int, str], None]
 
@@ -231,7 +233,7 @@ def _tree_accepted(hit: torch.Tensor, expand_all: bool) -> int:
 def train_bita(target: LoadedModel, config: BitaTrainConfig, prompts: list[dict] | None = None,
                progress: Progress | None = None) -> BitaTrainResult:
     """Tune prompt and mask tokens on the target's greedy answers to the bank's training prompts."""
-    progress = progress or _print_progress
+    progress = progress or print_progress
     decoder_parts(target.model)  # refuses a model without a Llama-style decoder before any work
     prompts = load_prompt_bank() if prompts is None else prompts
     train_prompts = [p for p in prompts if p.get("split", "train") == "train"]
@@ -249,11 +251,11 @@ def train_bita(target: LoadedModel, config: BitaTrainConfig, prompts: list[dict]
     params = [torch.nn.Parameter(t.detach().float().clone()) for t in (init.prompt_keys, init.prompt_values, init.masks)]
     optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=0.0)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: _lr_factor(step, config))
-    checkpoint = _checkpoint_path(target, train, config)
-    losses, spent = _resume(checkpoint, params, optimizer, schedule)
+    checkpoint_file = _checkpoint_path(target, train, config)
+    losses, spent = _resume(checkpoint_file, params, optimizer, schedule)
     first = len(losses)
     if first:
-        progress(first, config.steps, f"[bita] resumed from {checkpoint.name} at step {first}")
+        progress(first, config.steps, f"[bita] resumed from {checkpoint_file.name} at step {first}")
     model_dtype = next(target.model.parameters()).dtype
     contexts: dict[int, list] = {}
     start = time.perf_counter()
@@ -277,7 +279,8 @@ def train_bita(target: LoadedModel, config: BitaTrainConfig, prompts: list[dict]
         done = step + 1
         elapsed = time.perf_counter() - start
         if done % CHECKPOINT_EVERY == 0 or done == config.steps:
-            _save_checkpoint(checkpoint, params, optimizer, schedule, losses, spent + elapsed)
+            checkpoint.save(checkpoint_file, dict(zip(TOKEN_NAMES, (p.detach() for p in params))), optimizer,
+                            schedule, losses, spent + elapsed)
         if done % 5 == 0 or done == config.steps or done == first + 1:
             rate = (done - first) / elapsed
             recent = losses[-10:]
@@ -343,27 +346,12 @@ def _checkpoint_path(target: LoadedModel, train: list[Sample], config: BitaTrain
 
 
 def _resume(path: Path, params, optimizer, schedule) -> tuple[list[float], float]:
-    if not path.is_file():
+    saved = checkpoint.resume(path, optimizer, schedule)
+    if saved is None:
         return [], 0.0
-    state = torch.load(path, weights_only=True)
+    state, losses, seconds = saved
     with torch.no_grad():
-        for p, name in zip(params, ("prompt_keys", "prompt_values", "masks")):
+        for p, name in zip(params, TOKEN_NAMES):
             p.copy_(state[name])
-    optimizer.load_state_dict(state["optimizer"])
-    schedule.load_state_dict(state["schedule"])
-    return [float(x) for x in state["losses"]], float(state["seconds"])
+    return losses, seconds
 
-
-def _save_checkpoint(path: Path, params, optimizer, schedule, losses, seconds: float) -> None:
-    """Write-then-rename, so an interrupted save never leaves half a checkpoint behind."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    state = dict(zip(("prompt_keys", "prompt_values", "masks"), (p.detach() for p in params)))
-    state.update(optimizer=optimizer.state_dict(), schedule=schedule.state_dict(), losses=list(losses),
-                 seconds=seconds)
-    torch.save(state, tmp)
-    tmp.replace(path)
-
-
-def _print_progress(done: int, total: int, line: str) -> None:
-    print(line, file=sys.stderr, flush=True)

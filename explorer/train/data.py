@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -30,6 +29,7 @@ import torch
 
 from ..errors import ExplorerError
 from ..models import LoadedModel, cache_root, quiet_transformers
+from ..progress import print_progress
 
 PROMPT_BANK = Path(__file__).resolve().parent.parent.parent / "assets" / "train_prompts.json"
 MODES = ("greedy", "sample", "hybrid")
@@ -84,7 +84,7 @@ def self_generated(target: LoadedModel, prompts: list[dict], mode: str = "greedy
         raise ExplorerError("sampling needs temperature > 0 and 0 < top_p <= 1")
     if not prompts:
         return []
-    progress = progress or _print_progress
+    progress = progress or print_progress
     encoded = {p["id"]: tuple(target.encode(p["prompt"])) for p in prompts}
     batches = _plan_batches(prompts, encoded, mode, seed, batch_size)
     folder = _cache_folder(target, prompts, mode, max_new_tokens, seed, batch_size, temperature, top_p)
@@ -183,6 +183,3 @@ def _write_batch(file: Path, samples: list[Sample]) -> None:
     tmp.write_text(json.dumps([asdict(s) for s in samples]), encoding="utf-8")
     tmp.replace(file)
 
-
-def _print_progress(done: int, total: int, line: str) -> None:
-    print(line, file=sys.stderr, flush=True)

@@ -27,7 +27,6 @@ Shape legend: B windows, W window length, H hidden size, K teacher entries, P lo
 from __future__ import annotations
 
 import math
-import sys
 import time
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
@@ -40,6 +39,8 @@ from ..engine.forward import decoder_parts
 from ..errors import ExplorerError
 from ..exits import ExitHead, new_exit, save_exit, untrained_exit
 from ..models import LoadedModel, cache_root
+from ..progress import print_progress
+from . import checkpoint
 from .data import MODES, Sample, load_prompt_bank, self_generated
 from .features import Features, Windows, attention_mask, features, pack
 
@@ -103,7 +104,7 @@ def train_early_exit(target: LoadedModel, config: TrainConfig, prompts: list[dic
 
     ``precompute_layers``: other N whose hidden states the same frozen pass should cache (for the CLI's
     several ``--layers``)."""
-    progress = progress or _print_progress
+    progress = progress or print_progress
     untrained_exit(target.model, config.n_layers)  # refuses an impossible N before any work
     prompts = load_prompt_bank() if prompts is None else prompts
     train_samples = _training_samples(target, config, [p for p in prompts if p.get("split", "train") == "train"],
@@ -205,8 +206,8 @@ def _fit(target, head: ExitHead, windows: Windows, feats: Features, config: Trai
         module.train().requires_grad_(True)
     optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=0.0)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: _lr_factor(step, config))
-    checkpoint = _checkpoint_path(target, windows, head, config)
-    losses, spent = _resume(checkpoint, head, optimizer, schedule)
+    checkpoint_file = _checkpoint_path(target, windows, head, config)
+    losses, spent = _resume(checkpoint_file, head, optimizer, schedule)
     first = len(losses)
     weight = _head_rows(target, head.vocab)
     remap = _remap(head.vocab, target.vocab_size)
@@ -230,7 +231,8 @@ def _fit(target, head: ExitHead, windows: Windows, feats: Features, config: Trai
         done = step + 1
         elapsed = time.perf_counter() - start
         if done % CHECKPOINT_EVERY == 0 or done == config.steps:
-            _save_checkpoint(checkpoint, head, optimizer, schedule, losses, spent + elapsed)
+            checkpoint.save(checkpoint_file, {"layer": head.layer.state_dict(), "norm": head.norm.state_dict()}, optimizer,
+                            schedule, losses, spent + elapsed)
         if done % 10 == 0 or done == config.steps:
             rate = (done - first) / elapsed
             recent = losses[-10:]
@@ -315,29 +317,16 @@ def _checkpoint_path(target, windows: Windows, head: ExitHead, config: TrainConf
 
 
 def _resume(path: Path, head, optimizer, schedule) -> tuple[list[float], float]:
-    if not path.is_file():
+    saved = checkpoint.resume(path, optimizer, schedule)
+    if saved is None:
         return [], 0.0
-    state = torch.load(path, weights_only=True)
+    state, losses, seconds = saved
     head.layer.load_state_dict(state["layer"])
     head.norm.load_state_dict(state["norm"])
-    optimizer.load_state_dict(state["optimizer"])
-    schedule.load_state_dict(state["schedule"])
-    return [float(x) for x in state["losses"]], float(state["seconds"])
-
-
-def _save_checkpoint(path: Path, head, optimizer, schedule, losses, seconds: float) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    torch.save({"layer": head.layer.state_dict(), "norm": head.norm.state_dict(),
-                "optimizer": optimizer.state_dict(), "schedule": schedule.state_dict(),
-                "losses": torch.tensor(losses, dtype=torch.float64), "seconds": seconds}, tmp)
-    tmp.replace(path)
+    return losses, seconds
 
 
 def _chunks(count: int, size: int):
     for lo in range(0, count, size):
         yield slice(lo, min(lo + size, count))
 
-
-def _print_progress(done: int, total: int, line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
