@@ -12,7 +12,7 @@ import threading
 from collections import OrderedDict
 
 from . import exits, methods
-from .engine.controllers import check_controller
+from .engine.controllers import DEFAULT_CONTROLLER, DEFAULT_GAMMA, check_controller
 from .engine.sampling import SamplingConfig
 from .engine.trace import RunTrace, Settings
 from .errors import ExplorerError
@@ -32,7 +32,7 @@ def stream(model, prompt: str | None = None, *, prompt_ids: list[int] | None = N
     ``model`` and ``draft`` take a spec string (``default``, ``hf:ORG/NAME``, ``tiny-random:SEED``), a
     ``LoadedModel`` or a ``transformers`` model object; ``draft`` also takes ``early-exit:N`` and
     ``prompt-lookup:n``. ``method`` (one of ``METHODS``) defaults to ``speculative`` when a draft is given,
-    else ``ar``. ``gamma`` defaults to 4 and ``controller`` to ``fixed``; ``eesd`` fills draft, controller
+    else ``ar``. ``gamma`` defaults to ``DEFAULT_GAMMA`` (4) and ``controller`` to ``fixed``; ``eesd`` fills draft, controller
     and γ from the preset shipped for the model (``exits.eesd_preset``) where they are not given.
 
     ``options`` are the method's own, each defined once in its module under ``explorer/methods`` (default,
@@ -49,8 +49,8 @@ def stream(model, prompt: str | None = None, *, prompt_ids: list[int] | None = N
         draft = draft if draft is not None else preset["draft"]
         controller = controller or preset["controller"]
         gamma = gamma if gamma is not None else preset["gamma"]
-    gamma = 4 if gamma is None else gamma
-    controller = controller or "fixed"
+    gamma = DEFAULT_GAMMA if gamma is None else gamma
+    controller = controller or DEFAULT_CONTROLLER
     cfg = SamplingConfig(float(temperature), top_k, float(top_p))
     if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed <= MAX_SEED:
         raise ExplorerError(f"seed must be a whole number from 0 to 2^63 - 1, got {clip(seed)}")

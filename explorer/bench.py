@@ -22,10 +22,13 @@ import torch
 from . import theory
 from .api import load_cached, decode
 from .engine import fast
+from .engine.bita import TREE_KINDS
+from .engine.controllers import DEFAULT_CONTROLLER, DEFAULT_GAMMA
 from .engine.costs import verify_cost_curve
 from .engine.trace import alpha_hat
 from .errors import ExplorerError
 from .exits import exit_for
+from .methods.bita import BitaOptions
 from .models import quiet_transformers
 from .progress import print_progress
 
@@ -65,9 +68,10 @@ def parse_system(name: str, gamma: int, controller: str) -> System:
     if kind == "hf-assisted" and draft.split(":")[0] in ("prompt-lookup", "early-exit") and not own_controller:
         return System(name, "hf-assisted", draft, "hf-constant", gamma)
     if kind == "bita":  # bita[:tree[:k]], the shipped tokens: the tree kind and top-k ride in ``draft``
-        tree, _, k = (rest or "efficient").partition(":")
-        if tree in ("efficient", "full", "straightforward") and (not k or k.isdigit()) and not own_controller:
-            return System(name, "bita", f"{tree}:{k or 3}", None, 0)
+        shipped = BitaOptions()
+        tree, _, k = (rest or shipped.tree).partition(":")
+        if tree in TREE_KINDS and (not k or k.isdigit()) and not own_controller:
+            return System(name, "bita", f"{tree}:{k or shipped.top_k}", None, 0)
     raise ExplorerError(
         f"unknown system {name!r}: use hf-generate, hf-assisted:prompt-lookup:n, hf-assisted:early-exit:N, "
         "ar, eesd, speculative:<draft>[/controller][@γ] or bita[:efficient|full|straightforward[:k]]"
@@ -79,7 +83,7 @@ def load_prompts(path: Path = PROMPTS_FILE) -> list[dict]:
 
 
 def run(model: str = "default", systems=DEFAULT_SYSTEMS, repeats: int = 3, max_new_tokens: int = 64,
-        temperature: float = 0.0, gamma: int = 4, controller: str = "fixed", quick: bool = False,
+        temperature: float = 0.0, gamma: int = DEFAULT_GAMMA, controller: str = DEFAULT_CONTROLLER, quick: bool = False,
         prompts: list[dict] | None = None, device: str | None = None, dtype: str | None = None,
         progress: Callable[[int, int, str], None] | None = None) -> dict:
     """Run the benchmark and return ``{"rows": [...], "meta": {...}}`` (rows as documented in the README).

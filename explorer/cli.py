@@ -21,7 +21,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     from .api import METHODS
-    from .engine.controllers import CONTROLLERS
+    from .engine.controllers import CONTROLLERS, DEFAULT_CONTROLLER, DEFAULT_GAMMA
 
     parser = _Parser(prog="python -m explorer", description="The Speculative Decoding Explorer")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -54,8 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--repeats", type=int, default=3)
     bench.add_argument("--max-new-tokens", type=int, default=64)
     bench.add_argument("--temperature", type=float, default=0.0)
-    bench.add_argument("--gamma", type=int, default=4)
-    bench.add_argument("--controller", default="fixed", choices=list(CONTROLLERS))
+    bench.add_argument("--gamma", type=int, default=DEFAULT_GAMMA)
+    bench.add_argument("--controller", default=DEFAULT_CONTROLLER, choices=list(CONTROLLERS))
     bench.add_argument("--device", help="cpu | cuda (default: cuda when present)")
     bench.add_argument("--dtype", help="float32 | bfloat16 | float16 (default: bf16 on CUDA, fp32 on CPU)")
     bench.add_argument("--quick", action="store_true", help="one prompt per category, 24 tokens, 1 repeat (under 2 minutes)")
@@ -69,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--fallback", default="0.2,0.4,0.6,0.8", help="α_FB values, comma-separated")
     sweep.add_argument("--rollback", default="1,2,3,5,inf", help="α_RB values, comma-separated (inf: none)")
     sweep.add_argument("--max-new-tokens", type=int, default=48)
-    sweep.add_argument("--max-small-steps", type=int, default=10)
+    sweep.add_argument("--max-small-steps", type=int, help="the cap on one small-model turn (default: bild's)")
     sweep.add_argument("--prompts", type=int, help="use only the first N prompts of the shipped set")
     sweep.add_argument("--out", default="sweep.json", help="JSON report (default sweep.json)")
 

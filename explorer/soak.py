@@ -55,12 +55,13 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from .engine.controllers import DEFAULT_GAMMA
 from .errors import ExplorerError
 from .limits import MAX_NEW_TOKENS, MAX_SEED, clip
 
 MAX_CLIENTS = 32
 MAX_TOTAL_RUNS = 2000
-GAMMA = 4
+GAMMA = DEFAULT_GAMMA
 EXIT_LAYERS = 8  # early-exit:8, or the deepest exit the model has (tiny-random models have 2 layers)
 PROMPTS = 3  # the shortest example prompts of the page
 CANCEL_AFTER_S = 0.3  # a cancelled job is cancelled this long after it was submitted

@@ -15,6 +15,7 @@ from typing import Callable
 
 from .api import load_cached, decode
 from .bench import load_prompts
+from .methods.bild import BildOptions
 from .progress import print_progress
 from .quality import compare
 
@@ -23,12 +24,14 @@ DEFAULT_ROLLBACKS = (1.0, 2.0, 3.0, 5.0, math.inf)
 
 
 def bild_sweep(model: str = "default", draft: str = "early-exit:4", fallbacks=DEFAULT_FALLBACKS,
-               rollbacks=DEFAULT_ROLLBACKS, max_new_tokens: int = 48, max_small_steps: int = 10,
+               rollbacks=DEFAULT_ROLLBACKS, max_new_tokens: int = 48, max_small_steps: int | None = None,
                prompts: list[str] | None = None,
                progress: Callable[[int, int, str], None] | None = None) -> dict:
     """Run the grid; returns ``{"points": [...], "meta": {...}}`` with the Pareto front marked.
+    ``max_small_steps`` None: BiLD's own default (``methods.bild.BildOptions``).
 
     ``progress(done, total, line)`` is called after each grid point (default: the line on stderr)."""
+    max_small_steps = BildOptions().max_small_steps if max_small_steps is None else max_small_steps
     progress = progress or print_progress
     target = load_cached(model, None, None)
     texts = prompts if prompts is not None else [p["text"] for p in load_prompts()]

@@ -1,6 +1,6 @@
 """Closed forms from the papers (numpy only; no torch).
 
-Leviathan et al. 2023, restated in ``shared/papers/README.md``:
+Leviathan et al. 2023 ("Fast Inference from Transformers via Speculative Decoding", section 3):
     expected tokens per round        E[tokens] = (1 − α^(γ+1)) / (1 − α)
     wall-time improvement (Thm 3.8)  (1 − α^(γ+1)) / ((1 − α)(γc + 1))
     arithmetic operations (Thm 3.11) (1 − α)(γĉ + γ + 1) / (1 − α^(γ+1))

@@ -22,6 +22,9 @@ from ..limits import MAX_GAMMA
 from .trace import Timing
 
 
+DEFAULT_GAMMA = 4  # tokens drafted per round when a call names none (every entry point reads it here)
+DEFAULT_CONTROLLER = "fixed"
+
 class Controller(Protocol):
     kind: str
 

@@ -162,6 +162,10 @@ class DraftRunner:
         self.shared = shared
 
     def logits(self, sequence: list[int], n_logits: int = 1) -> torch.Tensor:
+        """The exit's logits for the next token (1, V): a draft steps one token at a time, so only
+        ``n_logits = 1`` is served (asking for more is a caller's bug, not a request to ignore)."""
+        if n_logits != 1:
+            raise ValueError(f"an early-exit draft scores one position per step, not {n_logits}")
         return self.shared.draft_logits(sequence)[None]  # (1, V)
 
     def truncate(self, length: int) -> None:

@@ -21,6 +21,7 @@ import gradio as gr
 
 import explorer
 from explorer import methods, viz
+from explorer.engine.controllers import DEFAULT_GAMMA
 
 from .baseline import BASELINES, baseline_stream
 from .inputs import decode_options
@@ -272,7 +273,7 @@ class Handlers:
         return updates
 
     def api_decode(self, prompt: str, method: str = "speculative", draft: str | None = "early-exit:8",
-                   gamma: int = 4, temperature: float = 0.0, max_new_tokens: int = 64, seed: int = 0,
+                   gamma: int = DEFAULT_GAMMA, temperature: float = 0.0, max_new_tokens: int = 64, seed: int = 0,
                    model: str = "default") -> Iterator[str]:
         """Decode one prompt: a progress line per round, then the trace as JSON (the last output, what
         ``Client.predict`` returns; ``explorer.load_trace`` reads it back).

@@ -15,7 +15,7 @@ import gradio as gr
 
 import explorer
 from explorer import viz
-from explorer.engine.controllers import CONTROLLERS
+from explorer.engine.controllers import CONTROLLERS, DEFAULT_CONTROLLER, DEFAULT_GAMMA
 from explorer.limits import MAX_GAMMA, MAX_NEW_TOKENS
 
 from .examples import EXAMPLES
@@ -62,7 +62,7 @@ def build_demo() -> gr.Blocks:
                 with gr.Row():
                     draft = gr.Dropdown(DRAFTS, value=first.draft, label="Drafter", allow_custom_value=True,
                                         info="model:<name> · early-exit:N · prompt-lookup:n", elem_id="draft")
-                    controller = gr.Radio(list(CONTROLLERS), value="fixed", label="γ controller",
+                    controller = gr.Radio(list(CONTROLLERS), value=DEFAULT_CONTROLLER, label="γ controller",
                                           info="heuristic: +2 after a full accept, −1 otherwise · cost-aware and *-priced: "
                                                "draft only what pays at this machine's measured costs",
                                           elem_id="controller")
@@ -70,7 +70,7 @@ def build_demo() -> gr.Blocks:
                     # Numbers, not sliders: a slider clamps a typed 100 to its end without a word; a number
                     # reaches the engine, whose limits (explorer/limits.py, the API's and the CLI's too)
                     # answer out-of-range values with one line on the page.
-                    gamma = gr.Number(4, label="γ: tokens drafted per round", info=f"1 to {MAX_GAMMA}",
+                    gamma = gr.Number(DEFAULT_GAMMA, label="γ: tokens drafted per round", info=f"1 to {MAX_GAMMA}",
                                       elem_id="gamma")
                     max_new_tokens = gr.Number(64, label="max new tokens", info=f"1 to {MAX_NEW_TOKENS}",
                                                elem_id="max-new-tokens")
