@@ -11,7 +11,8 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
-from . import exits, methods
+from . import methods
+from .methods.eesd import exits
 from .engine.controllers import DEFAULT_CONTROLLER, DEFAULT_GAMMA, check_controller
 from .engine.sampling import SamplingConfig
 from .engine.trace import RunTrace, Settings

@@ -22,12 +22,12 @@ import torch
 from . import theory
 from .api import load_cached, decode
 from .engine import fast
-from .engine.bita import TREE_KINDS
+from .methods.bita.tree import TREE_KINDS
 from .engine.controllers import DEFAULT_CONTROLLER, DEFAULT_GAMMA
 from .engine.costs import verify_cost_curve
 from .engine.trace import alpha_hat
 from .errors import ExplorerError
-from .exits import exit_for
+from .methods.eesd.exits import exit_for
 from .methods.bita import BitaOptions
 from .models import quiet_transformers
 from .progress import print_progress

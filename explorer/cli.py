@@ -131,7 +131,7 @@ def method_options(args) -> dict:
 
 def _add_trainers(trainers) -> None:
     """One sub-command per trainer; each sets ``handler`` (add a trainer here)."""
-    from .exits import ARTIFACT_DIR
+    from .methods.eesd.exits import ARTIFACT_DIR
 
     ee = trainers.add_parser(
         "early-exit", help="EESD exit layer after the first N layers (sections 3.1-3.2)",
@@ -180,7 +180,7 @@ def _add_trainers(trainers) -> None:
     theta.add_argument("--exits", help=f"where the exits are, and where θ_M is written (default {ARTIFACT_DIR})")
     theta.set_defaults(handler=_train_theta)
 
-    from .bita_tokens import ARTIFACT_DIR as BITA_DIR
+    from .methods.bita.tokens import ARTIFACT_DIR as BITA_DIR
 
     bita = trainers.add_parser(
         "bita", help="BiTA prompt and mask tokens on the frozen target (section 3.1)",
@@ -340,7 +340,7 @@ def _train_early_exit(args, argv: list[str]) -> int:
 
     from .models import load
     from .train.data import load_prompt_bank
-    from .train.early_exit import TrainConfig, train_early_exit, write_artifact
+    from .methods.eesd.train_exit import TrainConfig, train_early_exit, write_artifact
 
     if args.vocab < 0:
         raise ExplorerError("--vocab must be 0 (the whole vocabulary) or a positive count")
@@ -364,10 +364,10 @@ def _train_theta(args, argv: list[str]) -> int:
     import shlex
     from pathlib import Path
 
-    from .exits import ARTIFACT_DIR, find_exit, load_exit, untrained_exit
+    from .methods.eesd.exits import ARTIFACT_DIR, find_exit, load_exit, untrained_exit
     from .models import load
     from .train.data import load_prompt_bank
-    from .train.theta import train_theta
+    from .methods.eesd.train_theta import train_theta
 
     target = load(args.model, device=args.device, dtype=args.dtype)
     folder = Path(args.exits) if args.exits else ARTIFACT_DIR
@@ -390,10 +390,10 @@ def _train_bita(args, argv: list[str]) -> int:
     import shlex
     from pathlib import Path
 
-    from .bita_tokens import ARTIFACT_DIR as BITA_DIR
+    from .methods.bita.tokens import ARTIFACT_DIR as BITA_DIR
     from .artifacts import fingerprint
     from .models import load
-    from .train.bita import BitaTrainConfig, train_bita, write_artifact
+    from .methods.bita.train import BitaTrainConfig, train_bita, write_artifact
     from .train.data import load_prompt_bank
 
     config = BitaTrainConfig(prompt_tokens=args.prompt_tokens, mask_tokens=args.masks, steps=args.steps,

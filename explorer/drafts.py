@@ -1,16 +1,14 @@
 """Draft specs to drafters: ``model:<name>``, ``early-exit:N[:untrained]`` and ``prompt-lookup:n``.
 
-Outside the engine on purpose: an early-exit draft needs the shipped artifacts (the trained exit layer,
-its θ_M predictor), which live above the engine (``explorer.exits``, ``explorer.theta_predictor``).
+Outside the engine on purpose: an early-exit draft is EESD's (``explorer.methods.eesd``: the shipped exit
+layer, its θ_M predictor, the shared-cache forward), built on the engine.
 """
 
 from __future__ import annotations
 
 from .engine.drafters import Drafter, ForwardDrafter, PromptLookupDrafter
 from .engine.forward import full_forward
-from .engine.self_draft import DraftRunner, SelfSpeculation, SharedVerifier
 from .errors import ExplorerError
-from .exits import exit_for
 
 
 def make_drafter(spec, target, load_model) -> Drafter:
@@ -24,46 +22,20 @@ def make_drafter(spec, target, load_model) -> Drafter:
     if kind == "model" and arg:
         return _model_drafter(load_model(arg), target, spec)
     if kind == "early-exit":
-        return early_exit_drafter(spec, arg, target)
+        # here, not at the top: the eesd method's module imports this one (its draft is such a spec)
+        from .methods.eesd.drafter import early_exit_drafter
+
+        n_text, _, variant = arg.partition(":")
+        n = positive_int(n_text, spec, "early-exit:N (N = layers of the target to keep)")
+        if variant not in ("", "untrained"):
+            raise ExplorerError(f"bad draft {spec!r}: write early-exit:N or early-exit:N:untrained")
+        return early_exit_drafter(spec, n, variant != "untrained", target)
     if kind == "prompt-lookup":
-        n = _positive_int(arg, spec, "prompt-lookup:n (n = the n-gram size)")
+        n = positive_int(arg, spec, "prompt-lookup:n (n = the n-gram size)")
         return PromptLookupDrafter(n)
     raise ExplorerError(
         f"unknown draft {spec!r}: use model:<name>, early-exit:N or prompt-lookup:n"
     )
-
-
-def early_exit_drafter(spec: str, arg: str, target) -> ForwardDrafter:
-    """``early-exit:N`` (the trained exit layer for this model and N when one ships, else untrained) or
-    ``early-exit:N:untrained``; drafting and verification share one cache (EESD 3.1)."""
-    n_text, _, variant = arg.partition(":")
-    n = _positive_int(n_text, spec, "early-exit:N (N = layers of the target to keep)")
-    if variant not in ("", "untrained"):
-        raise ExplorerError(f"bad draft {spec!r}: write early-exit:N or early-exit:N:untrained")
-    head = exit_for(target.model, n, trained=variant != "untrained")
-    shared = SelfSpeculation(target.model, head, target.device)
-    about = f"{spec}: first {n} layers + {head.describe()}"
-    agreement = head.manifest.get("heldout_agreement") if head.trained else None
-    predictor = _theta_predictor(target.model, head)
-    theta_model = None
-    if predictor is not None:  # cali-ts's θ_M (EESD eq. 5) from the target's and the exit's states
-        def theta_model(step: int, q_row) -> float | None:
-            states = shared.theta_states(step)
-            return predictor(step + 1, *states) if states is not None else None
-
-        about += f" + θ_M predictor ({predictor.path.name})"
-    # drafting and verification share one cache; a trained exit's held-out agreement is a prior for α
-    return ForwardDrafter(spec, runner=DraftRunner(shared), verifier=SharedVerifier(shared), about=about,
-                          expected_acceptance=float(agreement) if isinstance(agreement, (int, float)) else None,
-                          theta_model=theta_model)
-
-
-def _theta_predictor(model, head):
-    """The trained θ_M predictor shipped beside a trained exit, if any."""
-    from .theta_predictor import find_predictor, load_predictor
-
-    path = find_predictor(model, head.n_layers) if head.trained else None
-    return load_predictor(model, path) if path is not None else None
 
 
 def _model_drafter(draft, target, spec: str | None = None) -> ForwardDrafter:
@@ -84,7 +56,7 @@ def _same_tokenizer(a, b) -> bool:
     return vocab_a() == vocab_b()
 
 
-def _positive_int(text: str, spec: str, form: str) -> int:
+def positive_int(text: str, spec: str, form: str) -> int:
     try:
         value = int(text)
         if value < 1:

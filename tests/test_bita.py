@@ -10,8 +10,8 @@ import torch
 from scipy.stats import chisquare
 
 import explorer
-from explorer.bita_tokens import init_tokens, tokens_for
-from explorer.engine.bita import (BitaConfig, BitaStep, attention_allowed, bita_rounds, build_tree, compact_cache,
+from explorer.methods.bita.tokens import init_tokens, tokens_for
+from explorer.methods.bita.tree import (BitaConfig, BitaStep, attention_allowed, bita_rounds, build_tree, compact_cache,
                                   position_ids, walk)
 from explorer.engine.rounds import run_rounds
 from explorer.engine.sampling import Rng, SamplingConfig

@@ -8,11 +8,11 @@ import pytest
 import torch
 
 import explorer
-from explorer.bita_tokens import BitaTokens, find_tokens, init_tokens, load_tokens, tokens_for
-from explorer.engine.bita import BitaConfig, build_tree, tree_forward
+from explorer.methods.bita.tokens import BitaTokens, find_tokens, init_tokens, load_tokens, tokens_for
+from explorer.methods.bita.tree import BitaConfig, build_tree, tree_forward
 from explorer.errors import ExplorerError
-from explorer.train import bita as trainer
-from explorer.train.bita import (BitaTrainConfig, _tree_accepted, context_kv, labels_for, sar_logits, split_points,
+from explorer.methods.bita import train as trainer
+from explorer.methods.bita.train import (BitaTrainConfig, _tree_accepted, context_kv, labels_for, sar_logits, split_points,
                                  train_bita, write_artifact)
 from explorer.train.data import Sample
 
@@ -99,7 +99,7 @@ def test_training_lowers_the_loss_is_seeded_and_resumes(tiny, monkeypatch, tmp_p
 
 def test_artifacts_refuse_another_model(tiny, tiny_draft, tmp_path):
     tokens = init_tokens(tiny.model, 1, 2)
-    from explorer.bita_tokens import save_tokens
+    from explorer.methods.bita.tokens import save_tokens
 
     path = save_tokens(tokens, tiny.model, tmp_path / "t.safetensors", {"model": "tiny"})
     with pytest.raises(ExplorerError, match="another model"):

@@ -6,7 +6,7 @@ import json
 import pytest
 
 import explorer
-from explorer import exits
+from explorer.methods.eesd import exits
 from explorer.errors import ExplorerError
 
 

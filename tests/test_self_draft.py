@@ -7,8 +7,8 @@ import torch
 
 from explorer import api
 from explorer.engine.forward import causal_mask, fast_decoder
-from explorer.engine.self_draft import SelfSpeculation
-from explorer.exits import new_exit, untrained_exit
+from explorer.methods.eesd.self_draft import SelfSpeculation
+from explorer.methods.eesd.exits import new_exit, untrained_exit
 
 TOL = 1e-4
 RUNS = 800  # sampled runs for the chi-square check
@@ -94,7 +94,7 @@ def test_sampling_with_a_restricted_vocabulary_exit_is_distributed_as_the_target
     from explorer.engine.drafters import ForwardDrafter
     from explorer.engine.controllers import Fixed
     from explorer.engine.sampling import Rng, SamplingConfig
-    from explorer.engine.self_draft import DraftRunner, SharedVerifier
+    from explorer.methods.eesd.self_draft import DraftRunner, SharedVerifier
     from explorer.engine.speculative import decode_rounds
     from test_lossless import PREFIX, chi_square_pvalue, exact_two_token_distribution
 

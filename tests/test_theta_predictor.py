@@ -8,11 +8,11 @@ import pytest
 import torch
 
 import explorer
-from explorer import exits
-from explorer.engine.self_draft import SelfSpeculation
+from explorer.methods.eesd import exits
+from explorer.methods.eesd.self_draft import SelfSpeculation
 from explorer.errors import ExplorerError
-from explorer.theta_predictor import MAX_STEP, ThetaPredictor, find_predictor, load_predictor, save_predictor
-from explorer.train import theta
+from explorer.methods.eesd.theta_predictor import MAX_STEP, ThetaPredictor, find_predictor, load_predictor, save_predictor
+from explorer.methods.eesd import train_theta as theta
 from explorer.train.data import Sample
 
 HELDOUT_FILE = Path(__file__).parent / "data" / "heldout_answers.json"

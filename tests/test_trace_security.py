@@ -217,8 +217,8 @@ def test_a_forged_next_group_is_refused_and_a_real_one_draws(traces):
 
 
 def test_the_engines_bounds_fit_the_trace_limits():
-    from explorer.bita_tokens import MAX_MASKS
-    from explorer.engine.bita import MAX_TOP_K, MAX_TREE_INPUT
+    from explorer.methods.bita.tokens import MAX_MASKS
+    from explorer.methods.bita.tree import MAX_TOP_K, MAX_TREE_INPUT
     from explorer.engine.rounds import TOP_ALTERNATIVES
 
     assert MAX_TREE_INPUT <= limits.MAX_TREE_POSITIONS and MAX_MASKS <= limits.MAX_GAMMA

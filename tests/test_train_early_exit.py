@@ -8,12 +8,14 @@ import pytest
 import torch
 
 import explorer
-from explorer import exits
+from explorer.bench import PROMPTS_FILE
 from explorer.cli import main
 from explorer.errors import ExplorerError
-from explorer.train import data, early_exit, features
+from explorer.methods.eesd import exits
+from explorer.methods.eesd import train_exit as early_exit
+from explorer.methods.eesd.train_exit import TrainConfig, agreement, train_early_exit, write_artifact
+from explorer.train import data, features
 from explorer.train.data import Sample, load_prompt_bank, self_generated
-from explorer.train.early_exit import TrainConfig, agreement, train_early_exit, write_artifact
 
 WORDS = "the cat sat on a mat and then ran to the big red barn where a dog slept all day long".split()
 # 24 letters-only prompts (the tiny models' tokenizer knows 32 characters), 4 of them held out
@@ -40,7 +42,7 @@ def _quiet(*_):
 
 def test_prompt_bank_is_disjoint_from_the_benchmark_and_holds_out_every_category():
     bank = load_prompt_bank()
-    bench = json.loads((Path(exits.__file__).parent.parent / "assets" / "prompts.json").read_text())["prompts"]
+    bench = json.loads(PROMPTS_FILE.read_text())["prompts"]
     assert len(bank) >= 200 and len({p["id"] for p in bank}) == len(bank)
     assert not {p["prompt"] for p in bank} & {p["text"] for p in bench}
     heldout = load_prompt_bank("heldout")

@@ -5,7 +5,7 @@ import re
 from pathlib import Path
 
 import explorer
-from explorer.engine.bita import BitaConfig, build_tree, tree_record
+from explorer.methods.bita.tree import BitaConfig, build_tree, tree_record
 from explorer.viz.views import note_for, tree, views_for
 
 DATA = Path(__file__).parent / "data"

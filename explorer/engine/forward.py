@@ -1,9 +1,9 @@
 """Forward functions over a shared, read-only model, and the decoder parts an early-exit draft uses.
 
 ``full_forward`` is the whole causal LM, with the LM head from ``lm_head`` (below). ``fast_decoder`` hands
-the Llama-style decoder stack (embedding, layers, norm, rotary embedding) to ``engine.self_draft``, which
-runs the first N layers as the draft and the rest as verification over one cache (EESD 3.1), and to
-``engine.bita``. All three run the model's fast view (``engine.fast``); the model is never patched.
+the Llama-style decoder stack (embedding, layers, norm, rotary embedding) to EESD's
+``methods.eesd.self_draft``, which runs the first N layers as the draft and the rest as verification over
+one cache (EESD 3.1), and to BiTA's ``methods.bita.tree``. All three run the model's fast view (``engine.fast``); the model is never patched.
 
 Shape legend: V vocabulary.
 """

@@ -355,7 +355,7 @@ TRACE = Record({
 
 # The keys of a round's ``controller`` and ``detail`` that the views read (``viz/views``), wherever they
 # appear; any other key need only be plain JSON. Controllers: ``engine/controllers.py``; BiLD's and
-# BiTA's details: ``engine/bild.py``, ``engine/bita.py``.
+# BiTA's details: ``engine/bild.py``, ``methods/bita/tree.py``.
 CONTROLLER = Record({
     "kind": NAME, "evidence": NAME, "gamma": GAMMA, "gamma_before": GAMMA, "gamma_after": GAMMA,
     "alpha_before": Maybe(RATIO), "beta_before": Maybe(RATIO), "alpha_after": Maybe(RATIO),

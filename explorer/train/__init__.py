@@ -1,6 +1,10 @@
-"""Offline trainers and the self-generated data they learn from (EESD section 3.2).
+"""What every offline trainer shares (EESD section 3.2's self-distillation data and the run mechanics).
 
 ``data``        the prompt bank (``assets/train_prompts.json``) and the target's own answers to it,
-                generated in batches and cached on disk.
-``early_exit``  the EESD exit-layer trainer (sections 3.1-3.2): artifacts in ``assets/early-exit/``.
+                generated in batches and cached on disk
+``features``    the target's hidden states and top-k distributions over packed windows of that data
+``checkpoint``  resumable runs: one checkpoint format
+
+The trainers themselves live with their methods: ``methods.eesd.train_exit`` (the exit layer),
+``methods.eesd.train_theta`` (cali-ts's θ_M) and ``methods.bita.train`` (BiTA's prompt and mask tokens).
 """

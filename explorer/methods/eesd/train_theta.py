@@ -29,13 +29,13 @@ from typing import Callable
 
 import torch
 
-from ..engine.forward import decoder_parts
-from ..engine.forward import causal_mask
-from ..errors import ExplorerError
-from ..exits import ExitHead
-from ..models import LoadedModel
-from ..theta_predictor import MAX_STEP, ThetaPredictor, save_predictor
-from .data import Sample, self_generated
+from ...engine.forward import decoder_parts
+from ...engine.forward import causal_mask
+from ...errors import ExplorerError
+from ...models import LoadedModel
+from ...train.data import Sample, self_generated
+from .exits import ExitHead
+from .theta_predictor import MAX_STEP, ThetaPredictor, save_predictor
 
 Progress = Callable[[int, int, str], None]
 DATA_SEED = 1000  # the exit trainer samples with seeds 0, 1, 2, … (one per pass over the bank)

@@ -28,8 +28,8 @@ from pathlib import Path
 
 import torch
 
-from . import artifacts
-from .errors import ExplorerError
+from ... import artifacts
+from ...errors import ExplorerError
 from .exits import ARTIFACT_DIR, artifact_stem
 
 MAX_STEP = 10  # W^i for i = 1..10; later steps share W^10 (eq. 5)

@@ -22,10 +22,10 @@ from pathlib import Path
 
 import torch
 
-from . import artifacts
-from .artifacts import fingerprint  # noqa: F401 (the trainers and tests name it here)
-from .errors import ExplorerError
-from .engine.forward import decoder_parts
+from ... import artifacts
+from ...artifacts import fingerprint  # noqa: F401 (the trainers and tests name it here)
+from ...engine.forward import decoder_parts
+from ...errors import ExplorerError
 
 ARTIFACT_DIR = artifacts.ASSETS / "early-exit"
 

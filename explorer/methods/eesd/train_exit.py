@@ -35,14 +35,14 @@ from typing import Callable
 
 import torch
 
-from ..engine.forward import decoder_parts
-from ..errors import ExplorerError
-from ..exits import ExitHead, new_exit, save_exit, untrained_exit
-from ..models import LoadedModel, cache_root
-from ..progress import print_progress
-from . import checkpoint
-from .data import MODES, Sample, load_prompt_bank, self_generated
-from .features import Features, Windows, attention_mask, features, pack
+from ...engine.forward import decoder_parts
+from ...errors import ExplorerError
+from ...models import LoadedModel, cache_root
+from ...progress import print_progress
+from ...train import checkpoint
+from ...train.data import MODES, Sample, load_prompt_bank, self_generated
+from ...train.features import Features, Windows, attention_mask, features, pack
+from .exits import ExitHead, new_exit, save_exit, untrained_exit
 
 LOSSES = ("kl", "ce")
 CHECKPOINT_EVERY = 50
@@ -308,7 +308,7 @@ def _checkpoint_path(target, windows: Windows, head: ExitHead, config: TrainConf
     import hashlib
     import json
 
-    from ..artifacts import fingerprint
+    from ...artifacts import fingerprint
 
     key = json.dumps({"config": asdict(config), "windows": windows.digest(),
                       "vocab": head.vocab.tolist() if head.vocab is not None else None}, sort_keys=True)

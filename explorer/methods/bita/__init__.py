@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..bita_tokens import tokens_for
-from ..engine.bita import MAX_TOP_K, TREE_KINDS, BitaConfig, bita_rounds
-from ..run import Decoding
-from . import Method, Options, Request, option, register
+from ...run import Decoding
+from .. import Method, Options, Request, option, register
+from .tokens import tokens_for
+from .tree import MAX_TOP_K, TREE_KINDS, BitaConfig, bita_rounds
 
 
 @dataclasses.dataclass(frozen=True)

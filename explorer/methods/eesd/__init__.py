@@ -1,13 +1,18 @@
 """``eesd``: EESD (Liu et al.): speculative decoding with a trained early-exit draft that shares the
 target's first layers, stopped by Thompson sampling; draft, controller and γ come from the preset
-shipped for the model (``exits.eesd_preset``) where the call does not give them."""
+shipped for the model (``exits.eesd_preset``) where the call does not give them.
+
+EESD lives in this package: the exit layer and its artifacts (``exits``), the shared-cache draft
+(``self_draft``, ``drafter``), cali-ts's θ_M predictor (``theta_predictor``) and the trainers
+(``train_exit``, ``train_theta``). The Thompson-sampling controllers are in ``engine.controllers``: any
+draft can use them."""
 
 from __future__ import annotations
 
-from ..drafts import make_drafter
-from ..exits import eesd_preset
-from . import Method, register
-from .speculative import run_speculative
+from ...drafts import make_drafter
+from .. import Method, register
+from ..speculative import run_speculative
+from .exits import eesd_preset
 
 register(Method(
     name="eesd",

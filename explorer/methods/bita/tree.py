@@ -38,11 +38,11 @@ from typing import Iterator
 
 import torch
 
-from ..errors import ExplorerError
-from .forward import fast_decoder, lm_head
-from .sampling import Rng, SamplingConfig, choose, distribution
-from .rounds import TOP_ALTERNATIVES, Round, run_rounds, top_pairs
-from .trace import RoundTrace, Timing
+from ...engine.forward import fast_decoder, lm_head
+from ...engine.rounds import TOP_ALTERNATIVES, Round, run_rounds, top_pairs
+from ...engine.sampling import Rng, SamplingConfig, choose, distribution
+from ...engine.trace import RoundTrace, Timing
+from ...errors import ExplorerError
 
 TREE_KINDS = {
     "efficient": "top-k candidates per mask position, only the top-1 node expanded, a mask group on every node "

@@ -1,7 +1,7 @@
 """BiTA's bi-directional tuning (Lin et al. 2024, section 3.1, eq. 1): prompt and mask tokens on a frozen target.
 
 What is learnt: P deep prompt tokens (a key and a value per layer and KV head, prefix-style, Table 3's
-"bi-directional tuning") and M mask-token embeddings (``bita_tokens``). The target's weights never change.
+"bi-directional tuning") and M mask-token embeddings (``tokens``). The target's weights never change.
 
 Data (section 3.1): the target's own *greedy* answers to the prompt bank (``train.data.self_generated``),
 so that the mask tokens learn to guess what the target itself will write. For a question X and answer
@@ -47,14 +47,14 @@ from typing import Callable
 import torch
 from transformers import DynamicCache
 
-from ..artifacts import fingerprint
-from ..bita_tokens import BitaTokens, check_counts, init_tokens, save_tokens
-from ..engine.forward import decoder_parts
-from ..errors import ExplorerError
-from ..models import LoadedModel, cache_root
-from ..progress import print_progress
-from . import checkpoint
-from .data import Sample, load_prompt_bank, self_generated
+from ...artifacts import fingerprint
+from ...engine.forward import decoder_parts
+from ...errors import ExplorerError
+from ...models import LoadedModel, cache_root
+from ...progress import print_progress
+from ...train import checkpoint
+from ...train.data import Sample, load_prompt_bank, self_generated
+from .tokens import BitaTokens, check_counts, init_tokens, save_tokens
 
 CHECKPOINT_EVERY = 25
 TOKEN_NAMES = ("prompt_keys", "prompt_values", "masks")  # the trained tensors, in the checkpoint

@@ -27,11 +27,11 @@ from pathlib import Path
 import torch
 from transformers import DynamicCache
 
-from . import artifacts
-from .artifacts import fingerprint
-from .engine.cache import new_cache
-from .engine.forward import decoder_parts
-from .errors import ExplorerError
+from ... import artifacts
+from ...artifacts import fingerprint
+from ...engine.cache import new_cache
+from ...engine.forward import decoder_parts
+from ...errors import ExplorerError
 
 ARTIFACT_DIR = artifacts.ASSETS / "bita"
 INIT_STD = 0.02  # section 4.1: "initialized with a normal distribution ... standard deviation of 0.02"

@@ -26,12 +26,12 @@ from typing import TYPE_CHECKING
 import torch
 from transformers import DynamicCache
 
-from .cache import common_prefix, new_cache
-from .fast import PackedLinear, fast_view, packable
-from .forward import fast_decoder, lm_head, run_layers
+from ...engine.cache import common_prefix, new_cache
+from ...engine.fast import PackedLinear, fast_view, packable
+from ...engine.forward import fast_decoder, lm_head, run_layers
 
-if TYPE_CHECKING:  # the exit head is built above the engine (explorer.exits), from the shipped artifact
-    from ..exits import ExitHead
+if TYPE_CHECKING:  # the exit head's type (exits.py)
+    from .exits import ExitHead
 
 
 def crop_layers(cache: DynamicCache, layers: range, length: int) -> None:

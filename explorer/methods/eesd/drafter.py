@@ -1,0 +1,37 @@
+"""EESD's draft (section 3.1): the target's first N layers plus a trained exit layer, drafting and
+verifying in one shared KV cache, with the θ_M predictor that calibrated Thompson sampling reads (eq. 5)."""
+
+from __future__ import annotations
+
+from ...engine.drafters import ForwardDrafter
+from .exits import exit_for
+from .self_draft import DraftRunner, SelfSpeculation, SharedVerifier
+from .theta_predictor import find_predictor, load_predictor
+
+
+def early_exit_drafter(spec: str, n: int, trained: bool, target) -> ForwardDrafter:
+    """The target's first ``n`` layers + the exit layer trained for this model and n when one ships
+    (``trained``; else, or when not ``trained``, the untrained exit); drafting and verification share
+    one cache (EESD 3.1)."""
+    head = exit_for(target.model, n, trained=trained)
+    shared = SelfSpeculation(target.model, head, target.device)
+    about = f"{spec}: first {n} layers + {head.describe()}"
+    agreement = head.manifest.get("heldout_agreement") if head.trained else None
+    predictor = _theta_predictor(target.model, head)
+    theta_model = None
+    if predictor is not None:  # cali-ts's θ_M (EESD eq. 5) from the target's and the exit's states
+        def theta_model(step: int, q_row) -> float | None:
+            states = shared.theta_states(step)
+            return predictor(step + 1, *states) if states is not None else None
+
+        about += f" + θ_M predictor ({predictor.path.name})"
+    # drafting and verification share one cache; a trained exit's held-out agreement is a prior for α
+    return ForwardDrafter(spec, runner=DraftRunner(shared), verifier=SharedVerifier(shared), about=about,
+                          expected_acceptance=float(agreement) if isinstance(agreement, (int, float)) else None,
+                          theta_model=theta_model)
+
+
+def _theta_predictor(model, head):
+    """The trained θ_M predictor shipped beside a trained exit, if any."""
+    path = find_predictor(model, head.n_layers) if head.trained else None
+    return load_predictor(model, path) if path is not None else None
