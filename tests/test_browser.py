@@ -215,6 +215,8 @@ def test_bad_values_get_one_whole_line_and_the_page_keeps_working(page):
     page.get_by_role("option", name="bild", exact=True).click()
     expect(page.locator("#draft input")).to_have_value("early-exit:8")
     assert "BiLD's small model must give distributions" in status(page)
+    assert "(model:<name> works too)" in status(page)  # written as text: nothing after <name> is lost
+    expect(page.locator("#gamma input")).to_be_disabled()  # BiLD caps its own turns: γ does not apply
 
 
 def test_bild_run_shows_its_views_and_agreement_and_the_sweep_draws(page):

@@ -22,6 +22,7 @@ import gradio as gr
 import explorer
 from explorer import methods, viz
 from explorer.engine.controllers import DEFAULT_GAMMA
+from explorer.limits import MAX_GAMMA
 
 from .baseline import BASELINES, baseline_stream
 from .inputs import decode_options
@@ -239,20 +240,26 @@ class Handlers:
         (trained exit, Thompson-sampling controller, γ cap) so the page shows what the method runs; ``bild``
         swaps a drafter it cannot use (prompt lookup gives no distribution) for a small model it can."""
         p = self.page
-        takes_draft = method in explorer.METHODS and methods.get(method).draft != "none"
+        chosen = methods.discover().get(method)
+        takes_draft = chosen is not None and chosen.draft != "none"
+        # γ and the controller only for methods that use them (BiLD caps its own turns, BiTA drafts M)
+        controlled = chosen is not None and chosen.controller
+        note = f"1 to {MAX_GAMMA}" if controlled else f"not used by {method}"
         updates = {p.banner: viz.method_banner(method, explorer.METHODS.get(method)),
-                   p.draft: gr.Dropdown(interactive=takes_draft), **p.options.visible_for(method)}
+                   p.draft: gr.Dropdown(interactive=takes_draft), p.gamma: gr.Number(interactive=controlled, info=note),
+                   p.controller: gr.Radio(interactive=controlled), **p.options.visible_for(method)}
         if method == "bild" and not str(draft or "").strip().startswith(BILD_DRAFTS):
             updates[p.draft] = gr.Dropdown(value=BILD_DEFAULT_DRAFT, interactive=True)
-            updates[p.status] = (f"BiLD's small model must give distributions: the drafter is now "
-                                 f"{BILD_DEFAULT_DRAFT} (model:<name> works too).")
+            updates[p.status] = viz.safe_markdown(f"BiLD's small model must give distributions: the drafter is now "
+                                                  f"{BILD_DEFAULT_DRAFT} (model:<name> works too).")
         if method == "eesd":
             try:
                 preset = explorer.eesd_preset((model or "default").strip())
             except explorer.ExplorerError as err:
                 return {**updates, p.status: f"⚠️ {viz.safe_markdown(err)}"}
             updates.update({p.draft: gr.Dropdown(value=preset["draft"], interactive=True),
-                            p.controller: preset["controller"], p.gamma: preset["gamma"],
+                            p.controller: gr.Radio(value=preset["controller"], interactive=True),
+                            p.gamma: gr.Number(value=preset["gamma"], interactive=True, info=note),
                             p.status: f"EESD preset: {preset['draft']}, {preset['controller']}, γ cap {preset['gamma']}. "
                                       f"{preset.get('why', '')}"})
         return updates
