@@ -11,6 +11,8 @@ EESD Appendix D: v_d, r_d, their harmonic mean HM and the speedup of eq. 14.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 
@@ -50,6 +52,71 @@ def speedup_with_verify_cost(alpha, gamma, c, verify_ratio):
     """
     gamma = np.asarray(gamma, dtype=float)
     return expected_tokens(alpha, gamma) / (gamma * np.asarray(c, dtype=float) + np.asarray(verify_ratio, dtype=float))
+
+
+def speedup_curve(alpha: float, c: float, gamma, verify_ratio=None):
+    """Theorem 3.8 at a continuous γ (≥ 0), with verification priced by ``verify_ratio`` = T(n)/T(1) for
+    n = 1, 2, … (interpolated between whole n) or, when None, by one step as in the paper."""
+    gamma = np.asarray(gamma, dtype=float)
+    verify = 1.0 if verify_ratio is None else np.interp(gamma + 1, np.arange(1, len(verify_ratio) + 1), verify_ratio)
+    return expected_tokens(alpha, gamma) / (gamma * c + verify)
+
+
+def gamma_by_ascent(alpha: float, c: float, lowest: float, highest: float, start: float, verify_ratio=None,
+                    steps: int = 100, tolerance: float = 1e-3) -> list[float]:
+    """The reproduction report's "varying γ": gradient ascent on a continuous γ of Theorem 3.8's
+    improvement f(γ) = E(γ) / D(γ), E = (1 − α^(γ+1)) / (1 − α), D = γc + T(γ+1)/T(1) (T(γ+1)/T(1) = 1 unless
+    ``verify_ratio`` prices it): f'(γ) = (E'·D − E·D') / D², E' = −α^(γ+1)·ln α / (1 − α) (1 at α = 1, 0 at
+    α = 0), D' = c + the slope of the interpolated verify cost.
+
+    The step follows the sign of f' with an adaptive length (Rprop): it grows 1.5× while f improves and
+    halves, without moving, when it would not. A fixed learning rate crawls where f is flat (f' ≈ 1e-4
+    far from the peak at small c) and overshoots a narrow peak; this reaches the optimum within
+    ``tolerance`` from anywhere in [lowest, highest] in a few dozen steps. Returns every γ visited from
+    ``start`` (the last is the optimum; ``best_whole_gamma`` turns it into a draft length)."""
+    alpha = min(max(float(alpha), 0.0), 1.0)
+    ns = np.arange(1, len(verify_ratio) + 1) if verify_ratio is not None else None
+
+    def slope(g: float) -> float:
+        if alpha >= 1.0:
+            e, de = g + 1, 1.0
+        elif alpha <= 0.0:
+            e, de = 1.0, 0.0
+        else:
+            power = alpha ** (g + 1)
+            e, de = (1 - power) / (1 - alpha), -power * math.log(alpha) / (1 - alpha)
+        if ns is None:
+            d, dd = g * c + 1.0, c
+        else:
+            x = g + 1
+            i = int(min(max(np.searchsorted(ns, x, side="right") - 1, 0), max(len(ns) - 2, 0)))
+            seg = float(verify_ratio[i + 1] - verify_ratio[i]) if len(ns) > 1 else 0.0
+            d, dd = g * c + float(np.interp(x, ns, verify_ratio)), c + seg
+        return (de * d - e * dd) / (d * d)
+
+    def f(g: float) -> float:
+        return float(speedup_curve(alpha, c, g, verify_ratio))
+
+    path = [min(max(float(start), lowest), highest)]
+    length = 1.0
+    for _ in range(steps):
+        here, gradient = path[-1], slope(path[-1])
+        if gradient == 0 or length < tolerance:
+            break
+        there = min(max(here + math.copysign(length, gradient), lowest), highest)
+        if there != here and f(there) >= f(here):
+            path.append(there)
+            length *= 1.5
+        else:
+            length /= 2
+    return path
+
+
+def best_whole_gamma(alpha: float, c: float, gamma: float, lowest: int, highest: int, verify_ratio=None) -> int:
+    """The best whole draft length next to a continuous optimum γ (f is unimodal in γ, so this is the
+    integer argmax that the paper's Figure 3 plots)."""
+    around = {int(min(max(k, lowest), highest)) for k in range(math.floor(gamma) - 1, math.floor(gamma) + 3)}
+    return max(sorted(around), key=lambda k: float(speedup_curve(alpha, c, k, verify_ratio)))
 
 
 def eesd_speedup(v_d, r_d, c):

@@ -44,7 +44,8 @@ def test_ar_equals_hf_generate(references, prompt):
     ("prompt-lookup:3", "fixed"), ("early-exit:4", "fixed"), ("early-exit:8", "heuristic"),
     ("model:default", "fixed"), ("prompt-lookup:2", "heuristic"), ("early-exit:4", "beta-ts"),
     ("early-exit:6", "cali-ts"), ("prompt-lookup:3", "beta-ts"), ("early-exit:8:untrained", "cost-aware"),
-    ("early-exit:4", "cali-ts-priced"), ("prompt-lookup:3", "beta-ts-priced"),
+    ("early-exit:4", "cali-ts-priced"), ("prompt-lookup:3", "beta-ts-priced"), ("prompt-lookup:3", "dynamic-gamma"),
+    ("early-exit:4", "dynamic-gamma-priced"),
 ])
 def test_greedy_speculative_equals_ar(default_model, references, draft, controller):
     for prompt in PROMPTS:

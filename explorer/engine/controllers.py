@@ -328,13 +328,69 @@ class CaliTS(BetaTS):
         return {**record, "theta_hat_after": self.theta_hat}
 
 
+class DynamicGamma:
+    """The reproduction report's "varying γ": before each round, γ maximises Theorem 3.8's wall-time
+    improvement (1 − α^(γ+1)) / ((1 − α)(γc + 1)) at the run's own α̂ and c, by gradient ascent on a
+    continuous γ (``theory.gamma_by_ascent``, warm-started from the last round's optimum) and then the
+    best whole length beside it, within [1, γ cap]. ``priced``: the verification costs the measured
+    T(γ+1)/T(1) (``engine.costs``) instead of one step, what a CPU needs.
+
+    α̂ is the running acceptance rate, accepted / tested drafts so far, with one pseudo-success and one
+    pseudo-failure (so the first round starts at ½, or at the draft's measured acceptance when it is
+    known); c is measured online like ``cost-aware``'s (0 until the second round: the first also runs the
+    prompt). Each round records α̂, c, the continuous optimum, the chosen γ, the objective there and the
+    ascent's path."""
+
+    uses_evidence = False
+
+    def __init__(self, gamma: int, verify_curve: tuple[float, ...] | None = None):
+        self.cap = gamma
+        self.priced = verify_curve is not None
+        self.costs = StepCosts(gamma, verify_curve if verify_curve is not None else (1.0,) * (gamma + 1))
+        self.kind = "dynamic-gamma-priced" if self.priced else "dynamic-gamma"
+        self.accepted = self.tested = 0
+        self.prior_alpha: float | None = None  # the draft's acceptance measured offline, if known
+        self.optimum = float(gamma)  # the last continuous optimum: where the next ascent starts
+        self.decision: dict[str, Any] = {}
+
+    @property
+    def alpha(self) -> float:
+        prior = 0.5 if self.prior_alpha is None else self.prior_alpha
+        return (self.accepted + 2 * prior) / (self.tested + 2)
+
+    @property
+    def verify_ratio(self) -> list[float] | None:
+        """T(n)/T(1) for n = 1…γ cap + 1 when priced."""
+        return self.costs.ratio[: self.cap + 1] if self.priced else None
+
+    def draft_length(self, evidence=None) -> int:
+        alpha, c, ratio = self.alpha, self.costs.c, self.verify_ratio
+        path = theory.gamma_by_ascent(alpha, c, 1.0, float(self.cap), self.optimum, ratio)
+        self.optimum = path[-1]
+        gamma = theory.best_whole_gamma(alpha, c, self.optimum, 1, self.cap, ratio)
+        self.decision = {"alpha_hat": alpha, "c": c, "gamma_continuous": self.optimum, "gamma": gamma,
+                         "objective": float(theory.speedup_curve(alpha, c, gamma, ratio)), "ascent": path}
+        return gamma
+
+    def keep_drafting(self, step: int, q_row: torch.Tensor | None) -> bool:
+        return True
+
+    def update(self, drafted, accepted, timing=None, draft_forwards=0) -> dict[str, Any]:
+        self.accepted += accepted
+        self.tested += accepted + (1 if accepted < drafted else 0)  # nothing after a rejection is tested
+        self.costs.observe(drafted, timing, draft_forwards)
+        record = {"kind": self.kind, "priced": self.priced, **self.decision, "alpha_after": self.alpha}
+        return record if not self.priced else {**record, "verify_ratio": self.verify_ratio}
+
+
 def _ema(old: float | None, new: float, weight: float = StepCosts.EMA) -> float:
     return new if old is None else (1 - weight) * old + weight * new
 
 
 CONTROLLERS = {"fixed": Fixed, "heuristic": Heuristic, "cost-aware": CostAware, "beta-ts": BetaTS, "cali-ts": CaliTS,
-               "beta-ts-priced": BetaTS, "cali-ts-priced": CaliTS}
-PRICED = ("cost-aware", "beta-ts-priced", "cali-ts-priced")  # the controllers that need the verify-cost curve
+               "beta-ts-priced": BetaTS, "cali-ts-priced": CaliTS, "dynamic-gamma": DynamicGamma,
+               "dynamic-gamma-priced": DynamicGamma}
+PRICED = ("cost-aware", "beta-ts-priced", "cali-ts-priced", "dynamic-gamma-priced")  # the controllers that need the verify-cost curve
 
 
 def make_controller(name: str, gamma: int, verify_curve=None, seed: int = 0, drafter=None) -> Controller:
@@ -353,6 +409,10 @@ def make_controller(name: str, gamma: int, verify_curve=None, seed: int = 0, dra
         return BetaTS(gamma, seed, costs=costs)
     if name.startswith("cali-ts"):
         return CaliTS(gamma, seed, getattr(drafter, "theta_model", None), costs=costs)
+    if name.startswith("dynamic-gamma"):
+        controller = DynamicGamma(gamma, curve)
+        controller.prior_alpha = getattr(drafter, "expected_acceptance", None)
+        return controller
     return CONTROLLERS[name](gamma)
 
 

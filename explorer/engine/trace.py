@@ -364,6 +364,8 @@ CONTROLLER = Record({
     "continue": _per_step(BOOL, "true/false decisions"), "theta_model": _per_step(PROB, "probabilities"),
     "mu": _per_step(MEAN, "posterior means"), "sigma": _per_step(SIGMA, "standard deviations (0, or 1e-06 to 1)"),
     "theta_hat": PROB, "theta_hat_after": PROB, "verify_ratio": _per_step(RATIO, "cost ratios"),
+    "alpha_hat": PROB, "gamma_continuous": number(0, MAX_GAMMA), "objective": RATIO,
+    "ascent": ListOf(number(0, MAX_GAMMA), 128, "a list of at most 128 draft lengths"),
 }, strict=False)
 ROLLBACK = Record({"position": GAMMA, "distance": RATIO, "replaced": ID, "replacement": ID, "flushed": GAMMA},
                   ("position", "distance", "replaced", "replacement", "flushed"), strict=False)
