@@ -63,7 +63,8 @@ def build_demo() -> gr.Blocks:
                     draft = gr.Dropdown(DRAFTS, value=first.draft, label="Drafter", allow_custom_value=True,
                                         info="model:<name> · early-exit:N · prompt-lookup:n", elem_id="draft")
                     controller = gr.Radio(list(CONTROLLERS), value=DEFAULT_CONTROLLER, label="γ controller",
-                                          info="heuristic: +2 after a full accept, −1 otherwise · cost-aware and *-priced: "
+                                          info="heuristic: +2 after a full accept, −1 otherwise · dynamic-gamma: the γ that "
+                                               "maximises Theorem 3.8 at this run's α̂ and c · cost-aware and *-priced: "
                                                "draft only what pays at this machine's measured costs",
                                           elem_id="controller")
                 with gr.Row():
