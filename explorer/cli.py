@@ -63,9 +63,11 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--markdown", help="also write the markdown table to this file")
 
     sweep = sub.add_parser("sweep", help="sweep a lossy method's thresholds (quality against cost)")
-    sweep.add_argument("what", choices=["bild"])
+    sweep.add_argument("what", choices=["bild", "lenience"])
     sweep.add_argument("--model", default="default")
-    sweep.add_argument("--draft", default="early-exit:4", help="the small model")
+    sweep.add_argument("--draft", default="early-exit:4", help="the small model (bild) or the draft (lenience)")
+    sweep.add_argument("--lenience", default="1,0.5,0.3,0.1", help="lenience: l values, comma-separated")
+    sweep.add_argument("--temperature", type=float, default=0.0, help="lenience: 0 = greedy")
     sweep.add_argument("--fallback", default="0.2,0.4,0.6,0.8", help="α_FB values, comma-separated")
     sweep.add_argument("--rollback", default="1,2,3,5,inf", help="α_RB values, comma-separated (inf: none)")
     sweep.add_argument("--max-new-tokens", type=int, default=48)
@@ -303,14 +305,20 @@ def _sweep(args) -> int:
         if args.prompts < 1:
             raise ExplorerError("--prompts must be at least 1")
         prompts = [p["text"] for p in load_prompts()[: args.prompts]]
-    report = sweep.bild_sweep(args.model, args.draft, floats(args.fallback, "--fallback"),
-                              floats(args.rollback, "--rollback"), args.max_new_tokens, args.max_small_steps, prompts)
+    if args.what == "lenience":
+        report = sweep.lenience_sweep(args.model, args.draft, floats(args.lenience, "--lenience"), args.max_new_tokens,
+                                      args.temperature, prompts)
+        table = sweep.lenience_markdown(report)
+    else:
+        report = sweep.bild_sweep(args.model, args.draft, floats(args.fallback, "--fallback"),
+                                  floats(args.rollback, "--rollback"), args.max_new_tokens, args.max_small_steps, prompts)
+        table = sweep.markdown(report)
     try:
         with open(args.out, "w", encoding="utf-8") as fh:
             json.dump(report, fh, indent=2)
     except OSError as err:
         raise ExplorerError(f"cannot write the report: {err}") from None
-    print(sweep.markdown(report))
+    print(table)
     return 0
 
 

@@ -17,7 +17,7 @@ from .api import load_cached, decode
 from .bench import load_prompts
 from .methods.bild import BildOptions
 from .progress import print_progress
-from .quality import compare
+from .quality import compare, first_divergence, token_agreement
 
 DEFAULT_FALLBACKS = (0.2, 0.4, 0.6, 0.8)
 DEFAULT_ROLLBACKS = (1.0, 2.0, 3.0, 5.0, math.inf)
@@ -87,4 +87,75 @@ def markdown(report: dict) -> str:
     m = report["meta"]
     lines.append(f"\n{m['model']} with the small model {m['draft']}, {m['prompts']} prompts, {m['max_new_tokens']} "
                  f"new tokens, small turns capped at {m['max_small_steps']}; ar: {m['ar_tokens_per_s']:.1f} tok/s.")
+    return "\n".join(lines)
+
+
+DEFAULT_LENIENCES = (1.0, 0.5, 0.3, 0.1)  # Leviathan et al.'s Table 5
+
+
+def lenience_sweep(model: str = "default", draft: str = "early-exit:4", leniences=DEFAULT_LENIENCES,
+                   max_new_tokens: int = 48, temperature: float = 0.0, prompts: list[str] | None = None,
+                   progress: Callable[[int, int, str], None] | None = None) -> dict:
+    """Decode every prompt with ``lenient`` at each l (Leviathan et al. A.5, their Table 5): α̂, tokens per
+    target forward, speed-up over ``ar`` measured in the same process, the share of accepts due to lenience,
+    and what it changed — token agreement with the exact output and where it first differs (greedy: the
+    target's own output; sampled: the l = 1 run with the same seed, identical until a lenient accept)."""
+    progress = progress or print_progress
+    target = load_cached(model, None, None)
+    texts = prompts if prompts is not None else [p["text"] for p in load_prompts()]
+    for method in ("ar", "lenient"):  # warm-up: first calls pay for allocations and lazy initialisation
+        decode(target, texts[0], method=method, draft=None if method == "ar" else draft, max_new_tokens=8)
+    references, ar_seconds = [], 0.0
+    for text in texts:
+        start = time.perf_counter()
+        references.append(decode(target, text, method="ar", max_new_tokens=max_new_tokens,
+                                 temperature=temperature))
+        ar_seconds += time.perf_counter() - start
+    ar_rate = sum(len(r.output_ids) for r in references) / ar_seconds
+    exact = references if temperature == 0 else [
+        decode(target, text, method="lenient", draft=draft, lenience=1.0, max_new_tokens=max_new_tokens,
+               temperature=temperature) for text in texts]
+    points = []
+    for n, lenience in enumerate(leniences, 1):
+        traces, seconds = [], 0.0
+        for text in texts:
+            start = time.perf_counter()
+            traces.append(decode(target, text, method="lenient", draft=draft, lenience=lenience,
+                                 max_new_tokens=max_new_tokens, temperature=temperature))
+            seconds += time.perf_counter() - start
+        tokens = sum(t.summary.new_tokens for t in traces)
+        accepted = sum(t.summary.accepted for t in traces)
+        tested = sum(r.tested for t in traces for r in t.rounds)
+        lenient = sum(len(r.detail.get("lenient_accepts", ())) for t in traces for r in t.rounds)
+        pairs = [(list(t.output_ids), list(e.output_ids)) for t, e in zip(traces, exact)]
+        diverged = [first_divergence(o, e) for o, e in pairs]
+        point = {
+            "lenience": lenience, "alpha_hat": accepted / tested if tested else None,
+            "tokens_per_target_forward": tokens / sum(t.summary.target_forwards for t in traces),
+            "lenient_share": lenient / accepted if accepted else 0.0,
+            "agreement": statistics.mean(token_agreement(o, e) for o, e in pairs),
+            "identical": sum(d is None for d in diverged),
+            "first_divergence_median": statistics.median([d + 1 if d is not None else len(e) + 1
+                                                          for d, (_, e) in zip(diverged, pairs)]),
+            "tokens_per_s": tokens / seconds, "speedup_vs_ar": tokens / seconds / ar_rate, "wall_s": seconds,
+        }
+        points.append(point)
+        progress(n, len(leniences), f"[{n}/{len(leniences)}] l={lenience:g}: α̂ {point['alpha_hat'] or 0:.2f}, "
+                 f"agreement {point['agreement']:.2f}, {point['speedup_vs_ar']:.2f}× ar")
+    return {"points": points, "meta": {"model": model, "draft": draft, "prompts": len(texts),
+                                       "max_new_tokens": max_new_tokens, "temperature": temperature,
+                                       "ar_tokens_per_s": ar_rate}}
+
+
+def lenience_markdown(report: dict) -> str:
+    lines = ["| l | α̂ | tokens / target forward | accepts due to lenience | agreement with exact | identical runs "
+             "| first difference (median token) | tok/s | × ar |", "|" + "---|" * 9]
+    for p in report["points"]:
+        lines.append(f"| {p['lenience']:g} | {p['alpha_hat'] or 0:.2f} | {p['tokens_per_target_forward']:.2f} "
+                     f"| {p['lenient_share']:.0%} | {p['agreement']:.2f} | {p['identical']} "
+                     f"| {p['first_divergence_median']:g} | {p['tokens_per_s']:.1f} | {p['speedup_vs_ar']:.2f} |")
+    m = report["meta"]
+    lines.append(f"\n{m['model']} with {m['draft']}, {m['prompts']} prompts, {m['max_new_tokens']} new tokens, "
+                 f"temperature {m['temperature']:g}; ar: {m['ar_tokens_per_s']:.1f} tok/s. A run that never differs "
+                 "counts its length + 1 as its first difference.")
     return "\n".join(lines)

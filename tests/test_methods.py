@@ -24,8 +24,8 @@ PROMPT = "one two three one two three one two"
 
 
 def test_every_method_is_registered_once_in_order():
-    assert list(explorer.METHODS) == ["ar", "speculative", "eesd", "bild", "bita"]
-    assert {name for name, m in methods.discover().items() if m.lossy} == {"bild"}
+    assert list(explorer.METHODS) == ["ar", "speculative", "eesd", "bild", "bita", "lenient"]
+    assert {name for name, m in methods.discover().items() if m.lossy} == {"bild", "lenient"}
 
 
 @pytest.mark.parametrize("make,words", [
@@ -110,7 +110,7 @@ def test_a_new_method_reaches_the_api_the_cli_the_page_and_the_trace_loader(look
     # the page: its options panel, hidden until it is chosen; the values come back as keywords
     with gr.Blocks():
         panel = build_options_panel("lookup")
-    assert set(panel.boxes) == {"bild", "bita", "lookup"} and "lookup_n" in panel.controls
+    assert set(panel.boxes) == {"bild", "bita", "lenient", "lookup"} and "lookup_n" in panel.controls
     assert panel.keywords("lookup", {panel.controls["lookup_n"]: 4.0}) == {"lookup_n": 4}
 
 

@@ -30,18 +30,21 @@ from .trace import RoundTrace, Timing
 
 
 def decode_rounds(target, drafter: Drafter | None, controller: Controller, cfg: SamplingConfig,
-                  prompt_ids: list[int], max_new_tokens: int, rng: Rng) -> Iterator[tuple[RoundTrace, float]]:
-    """Yield (round, seconds spent recording it) until ``max_new_tokens`` or an end-of-sequence token."""
-    step = SpeculativeStep(target, drafter, controller, cfg, rng)
+                  prompt_ids: list[int], max_new_tokens: int, rng: Rng,
+                  lenience: float = 1.0) -> Iterator[tuple[RoundTrace, float]]:
+    """Yield (round, seconds spent recording it) until ``max_new_tokens`` or an end-of-sequence token.
+    ``lenience`` < 1: Appendix A.5's lossy accept rule (``acceptance``)."""
+    step = SpeculativeStep(target, drafter, controller, cfg, rng, lenience)
     return run_rounds(target.device, target.eos_token_ids, step, prompt_ids, max_new_tokens)
 
 
 class SpeculativeStep:
     """One round of Algorithm 1 (``ar`` when there is no drafter) on the round driver."""
 
-    def __init__(self, target, drafter: Drafter | None, controller: Controller, cfg: SamplingConfig, rng: Rng):
+    def __init__(self, target, drafter: Drafter | None, controller: Controller, cfg: SamplingConfig, rng: Rng,
+                 lenience: float = 1.0):
         self.runner = getattr(drafter, "verifier", None) or CachedForward(full_forward(target.model), target.device)
-        self.drafter, self.controller, self.cfg, self.rng = drafter, controller, cfg, rng
+        self.drafter, self.controller, self.cfg, self.rng, self.lenience = drafter, controller, cfg, rng, lenience
 
     def __call__(self, round: Round):
         drafter, controller, cfg, rng, clock, context = (self.drafter, self.controller, self.cfg, self.rng,
@@ -60,9 +63,9 @@ class SpeculativeStep:
 
         # 3. accept
         if cfg.greedy:
-            verdict = greedy_accept(logits.argmax(dim=-1).tolist(), drafted)
+            verdict = greedy_accept(logits.argmax(dim=-1).tolist(), drafted, p, self.lenience)
         else:
-            verdict = speculative_accept(p, _q_for(proposal, p), drafted, rng.on(p.device))
+            verdict = speculative_accept(p, _q_for(proposal, p), drafted, rng.on(p.device), self.lenience)
 
         # 4. commit: stop at an end-of-sequence token wherever it falls
         emitted, n_accepted = round.until_end(drafted[: verdict.n_accepted] + [verdict.next_token], verdict.n_accepted)
@@ -75,8 +78,10 @@ class SpeculativeStep:
             so_far = Timing(drafted_at - round.start, verified_at - drafted_at, clock() - verified_at)
             controller_state = controller.update(len(drafted), verdict.n_accepted, so_far, proposal.forwards)
         timing = Timing(drafted_at - round.start, verified_at - drafted_at, clock() - verified_at)
+        # a lenient round says which of its accepts the exact rule would have refused
+        detail = {"lenience": self.lenience, "lenient_accepts": list(verdict.lenient)} if self.lenience < 1 else {}
         return lambda: _record(round.index, context_len, proposal, p, verdict, emitted, n_accepted,
-                               drafter is not None, controller_state, timing)
+                               drafter is not None, controller_state, timing, detail)
 
 
 def _evidence(drafter: Drafter, controller: Controller, context: list[int]) -> str | None:
@@ -95,7 +100,7 @@ def _q_for(proposal: Proposal, p: torch.Tensor) -> torch.Tensor:
 
 def _record(index: int, context_len: int, proposal: Proposal, p: torch.Tensor, verdict: Verdict,
             emitted: list[int], n_accepted: int, has_drafter: bool, controller_state: dict,
-            timing: Timing) -> RoundTrace:
+            timing: Timing, detail: dict) -> RoundTrace:
     """Plain-data record of one round (off the timed path; its cost is reported as ``record_s``)."""
     drafted = proposal.tokens
     k = len(drafted)
@@ -128,5 +133,5 @@ def _record(index: int, context_len: int, proposal: Proposal, p: torch.Tensor, v
         p_emitted=tuple(p_emitted), event=event, timing=timing,
         rejected_at=verdict.n_accepted if event == "rejected" else None,
         uniforms=verdict.uniforms, draft_top=draft_top, target_top=top_pairs(top_p), residual_top=residual_top,
-        draft_forwards=proposal.forwards, target_forwards=1, controller=controller_state,
+        draft_forwards=proposal.forwards, target_forwards=1, controller=controller_state, detail=detail,
     )

@@ -373,6 +373,7 @@ DETAIL = Record({
     "reason": one_of(("confidence", "end", "cap")), "small_max_prob": Maybe(PROB), "fallback_threshold": Maybe(PROB),
     "rollback_threshold": Maybe(RATIO), "rollback": Maybe(ROLLBACK), "large_pass": BOOL,
     "tree": NAME, "masks": COUNT, "top_k": COUNT, "tokens": NAME, "input_positions": COUNT, "nodes": COUNT,
+    "lenience": number(0.01, 1), "lenient_accepts": ListOf(whole(0, MAX_GAMMA), MAX_GAMMA, "a list of draft positions"),
 }, strict=False)
 FREE_DEPTH = MAX_JSON_DEPTH - 3  # a round's controller or detail sits under the trace, its rounds and the round
 

@@ -12,16 +12,18 @@ from ..run import Decoding
 from . import Method, Request, register
 
 
-def run_speculative(request: Request, drafter: Drafter | None, name: str) -> Decoding:
-    """The round loop of Algorithm 1 with ``drafter`` (None: ``ar``) and the request's controller."""
+def run_speculative(request: Request, drafter: Drafter | None, name: str, lenience: float = 1.0,
+                    lossy: bool = False) -> Decoding:
+    """The round loop of Algorithm 1 with ``drafter`` (None: ``ar``) and the request's controller;
+    ``lenience`` < 1: Appendix A.5's lossy accept rule."""
     target, s = request.target, request.settings
     controller = "fixed" if drafter is None else s.controller  # nothing to control without a draft
     ctrl = make_controller(controller, s.gamma, lambda: verify_cost_curve(target, max_tokens=s.gamma + 1), s.seed,
                            drafter)
     rounds = decode_rounds(target, drafter, ctrl, request.sampling, request.prompt_ids, s.max_new_tokens,
-                           request.rng())
+                           request.rng(), lenience)
     return Decoding(target, name, drafter.spec if drafter else None, s, request.prompt_ids, request.prompt, rounds,
-                    drafter.about if drafter else None)
+                    drafter.about if drafter else None, lossy)
 
 
 def start(request: Request, options) -> Decoding:
