@@ -66,9 +66,11 @@ def test_a_forged_trace_shows_its_text_and_runs_nothing(page, tmp_path, name, pa
     path.write_text(json.dumps(data))
     page.evaluate("window.__xss = undefined")
     page.set_input_files(UPLOAD_INPUT, str(path))
-    page.wait_for_function("t => document.querySelector('#status').innerText.includes(t)",
-                           arg="Replaying an uploaded trace", timeout=30_000)
-    expect(page.locator("#status")).to_contain_text(f"model {payload}")  # literal, all of it
+    # The page is shared with the previous case, whose status also says "Replaying an uploaded trace":
+    # wait for this trace's own method and payload, or a slow replay reads the previous one.
+    status = page.locator("#status")
+    expect(status).to_contain_text(f"{data['method']} with draft {payload}", timeout=30_000)
+    expect(status).to_contain_text(f"model {payload}", timeout=30_000)  # literal, all of it
     expect(page.locator("#tokens")).to_contain_text(payload)
     if TRACES[name]:
         expect(page.locator(f"#{TRACES[name]}")).to_contain_text(payload.split(" ")[0])
