@@ -43,11 +43,12 @@ DEFAULT_SYSTEMS = (
 @dataclass(frozen=True)
 class System:
     """One way of decoding: ``hf-generate``, ``hf-assisted:<draft>``, ``ar``, ``eesd``,
-    ``speculative:<draft>[/controller]``; a speculative or assisted system may end in ``@γ``, its own
-    draft length (the cap for the TS controllers), instead of the run's ``--gamma``."""
+    ``speculative:<draft>[/controller]``, ``hierarchical:<draft chain>[/controller]`` (its inner γ: the
+    method's default); a speculative, hierarchical or assisted system may end in ``@γ``, its own draft
+    length (the cap for the TS controllers), instead of the run's ``--gamma``."""
 
     name: str
-    method: str  # hf-generate | hf-assisted | ar | eesd | speculative
+    method: str  # hf-generate | hf-assisted | ar | eesd | speculative | hierarchical
     draft: str | None
     controller: str | None
     gamma: int
@@ -58,13 +59,15 @@ def parse_system(name: str, gamma: int, controller: str) -> System:
         return System(name, name, None, None, 0)  # eesd: the model's preset draft, controller and γ
     spec, at, own_gamma = name.rpartition("@")
     if at:
-        if spec.startswith(("speculative:", "hf-assisted:")) and own_gamma.isdigit() and int(own_gamma) >= 1:
+        if spec.startswith(("speculative:", "hierarchical:", "hf-assisted:")) and own_gamma.isdigit() \
+                and int(own_gamma) >= 1:
             return replace(parse_system(spec, int(own_gamma), controller), name=name)
-        raise ExplorerError(f"unknown system {name!r}: @γ follows a speculative or hf-assisted system, γ ≥ 1")
+        raise ExplorerError(f"unknown system {name!r}: @γ follows a speculative, hierarchical or hf-assisted system, "
+                            "γ ≥ 1")
     kind, _, rest = name.partition(":")
     draft, _, own_controller = rest.partition("/")
-    if kind == "speculative" and draft:
-        return System(name, "speculative", draft, own_controller or controller, gamma)
+    if kind in ("speculative", "hierarchical") and draft:
+        return System(name, kind, draft, own_controller or controller, gamma)
     if kind == "hf-assisted" and draft.split(":")[0] in ("prompt-lookup", "early-exit") and not own_controller:
         return System(name, "hf-assisted", draft, "hf-constant", gamma)
     if kind == "bita":  # bita[:tree[:k]], the shipped tokens: the tree kind and top-k ride in ``draft``
@@ -74,7 +77,8 @@ def parse_system(name: str, gamma: int, controller: str) -> System:
             return System(name, "bita", f"{tree}:{k or shipped.top_k}", None, 0)
     raise ExplorerError(
         f"unknown system {name!r}: use hf-generate, hf-assisted:prompt-lookup:n, hf-assisted:early-exit:N, "
-        "ar, eesd, speculative:<draft>[/controller][@γ] or bita[:efficient|full|straightforward[:k]]"
+        "ar, eesd, speculative:<draft>[/controller][@γ], hierarchical:<small>><draft>[/controller][@γ] or "
+        "bita[:efficient|full|straightforward[:k]]"
     )
 
 

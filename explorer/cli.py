@@ -62,17 +62,21 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--out", default="bench.json", help="JSON report (default bench.json)")
     bench.add_argument("--markdown", help="also write the markdown table to this file")
 
-    sweep = sub.add_parser("sweep", help="sweep a lossy method's thresholds (quality against cost)")
-    sweep.add_argument("what", choices=["bild", "lenience"])
+    sweep = sub.add_parser("sweep", help="sweep a lossy method's thresholds (quality against cost), or the theory lab (measured against Theorem 3.8)")
+    sweep.add_argument("what", choices=["bild", "lenience", "theory"])
     sweep.add_argument("--model", default="default")
     sweep.add_argument("--draft", default="early-exit:4", help="the small model (bild) or the draft (lenience)")
     sweep.add_argument("--lenience", default="1,0.5,0.3,0.1", help="lenience: l values, comma-separated")
+    sweep.add_argument("--alpha", default="0.6,0.8,0.9", help="theory: the synthetic draft's α values")
+    sweep.add_argument("--gamma", default="1,2,4,8", help="theory: γ values (whole numbers)")
+    sweep.add_argument("--cost", default="0,0.2", help="theory: the synthetic draft's c values (× T(1))")
     sweep.add_argument("--temperature", type=float, default=0.0, help="lenience: 0 = greedy")
     sweep.add_argument("--fallback", default="0.2,0.4,0.6,0.8", help="α_FB values, comma-separated")
     sweep.add_argument("--rollback", default="1,2,3,5,inf", help="α_RB values, comma-separated (inf: none)")
     sweep.add_argument("--max-new-tokens", type=int, default=48)
     sweep.add_argument("--max-small-steps", type=int, help="the cap on one small-model turn (default: bild's)")
-    sweep.add_argument("--prompts", type=int, help="use only the first N prompts of the shipped set")
+    sweep.add_argument("--prompts", type=int,
+                       help="use only the first N prompts of the shipped set (theory: 6 unless given)")
     sweep.add_argument("--out", default="sweep.json", help="JSON report (default sweep.json)")
 
     profile = sub.add_parser("profile", help="measure T(n), the target's forward cost for n new tokens, and its parts")
@@ -305,7 +309,12 @@ def _sweep(args) -> int:
         if args.prompts < 1:
             raise ExplorerError("--prompts must be at least 1")
         prompts = [p["text"] for p in load_prompts()[: args.prompts]]
-    if args.what == "lenience":
+    if args.what == "theory":
+        report = sweep.theory_sweep(args.model, *sweep.lab_grid(floats(args.alpha, "--alpha"), floats(args.gamma, "--gamma"),
+                                                          floats(args.cost, "--cost")), args.max_new_tokens,
+                                    prompts)
+        table = sweep.theory_markdown(report)
+    elif args.what == "lenience":
         report = sweep.lenience_sweep(args.model, args.draft, floats(args.lenience, "--lenience"), args.max_new_tokens,
                                       args.temperature, prompts)
         table = sweep.lenience_markdown(report)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from .engine.drafters import Drafter, ForwardDrafter, PromptLookupDrafter
 from .engine.forward import full_forward
 from .errors import ExplorerError
+from .limits import clip
 
 
 def make_drafter(spec, target, load_model) -> Drafter:
@@ -18,6 +19,8 @@ def make_drafter(spec, target, load_model) -> Drafter:
     """
     if not isinstance(spec, str):
         return _model_drafter(load_model(spec), target)
+    if ">" in spec:
+        raise ExplorerError(f"{clip(spec, 60)} is a draft chain (smaller>larger): run it with method hierarchical")
     kind, _, arg = spec.strip().partition(":")
     if kind == "model" and arg:
         return _model_drafter(load_model(arg), target, spec)

@@ -59,6 +59,8 @@ class Decoding:
                 every_id += [i for row in rows for i, _ in row]
             every_id += [i for i, _ in (r.residual_top or ())]
             every_id += [n["token"] for n in (r.tree or {}).get("nodes", ())]
+            for inner in r.detail.get("inner_rounds", ()):  # a hierarchical draft's inner rounds name tokens too
+                every_id += list(inner["drafted"]) + [inner["next"]]
         return RunTrace(
             method=self.method, model=self.target.name, draft=self.draft_name, settings=self.settings,
             prompt_ids=self.prompt_ids, output_ids=tuple(output), text=self.target.decode(output),

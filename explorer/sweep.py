@@ -14,6 +14,8 @@ import time
 from typing import Callable
 
 from .api import load_cached, decode
+from .errors import ExplorerError
+from .limits import clip
 from .bench import load_prompts
 from .methods.bild import BildOptions
 from .progress import print_progress
@@ -158,4 +160,99 @@ def lenience_markdown(report: dict) -> str:
     lines.append(f"\n{m['model']} with {m['draft']}, {m['prompts']} prompts, {m['max_new_tokens']} new tokens, "
                  f"temperature {m['temperature']:g}; ar: {m['ar_tokens_per_s']:.1f} tok/s. A run that never differs "
                  "counts its length + 1 as its first difference.")
+    return "\n".join(lines)
+
+
+DEFAULT_LAB_ALPHAS = (0.6, 0.8, 0.9)
+DEFAULT_LAB_GAMMAS = (1, 2, 4, 8)
+DEFAULT_LAB_COSTS = (0.0, 0.2)
+MAX_LAB_VALUES = 8  # per axis: 8 × 8 × 8 runs per prompt is already a long wait
+
+
+def lab_grid(alphas, gammas, costs) -> tuple[tuple[float, ...], tuple[int, ...], tuple[float, ...]]:
+    """The theory lab's axes checked: α from 0 to 1, γ whole from 1 to ``MAX_GAMMA``, c from 0 to 2 (the
+    synthetic draft's own ranges), 1 to ``MAX_LAB_VALUES`` values each; ``ExplorerError`` otherwise."""
+    from .limits import MAX_GAMMA
+
+    def axis(values, name, low, high, whole=False):
+        values = tuple(values)
+        if not 1 <= len(values) <= MAX_LAB_VALUES:
+            raise ExplorerError(f"{name}: give between 1 and {MAX_LAB_VALUES} values")
+        for v in values:
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not low <= v <= high or (whole and v != int(v)):
+                kind = "whole numbers" if whole else "numbers"
+                raise ExplorerError(f"{name}: {kind} from {low:g} to {high:g}, got {clip(v)}")
+        return tuple(sorted(set(int(v) if whole else float(v) for v in values)))
+
+    return axis(alphas, "α", 0, 1), axis(gammas, "γ", 1, MAX_GAMMA, whole=True), axis(costs, "c", 0, 2)
+
+
+def theory_sweep(model: str = "default", alphas=DEFAULT_LAB_ALPHAS, gammas=DEFAULT_LAB_GAMMAS, costs=DEFAULT_LAB_COSTS,
+                 max_new_tokens: int = 48, prompts: list[str] | None = None,
+                 progress: Callable[[int, int, str], None] | None = None) -> dict:
+    """The theory lab (``synthetic``: a draft right with probability α, costing c target steps, fixed γ)
+    over α × γ × c, against Leviathan et al.'s closed forms: tokens per round against eq. 1, and the
+    speed-up over ``ar`` against Theorem 3.8 as written (verification costs one target step) and priced
+    with this machine's measured T(γ+1)/T(1). Speeds come from the runs' own clocks (the rounds; not the
+    synthetic draft's one-off greedy reference, which is decoded before the first round)."""
+    from . import theory
+    from .engine.costs import verify_cost_curve
+
+    progress = progress or print_progress
+    target = load_cached(model, None, None)
+    texts = prompts if prompts is not None else [p["text"] for p in load_prompts()][:6]
+    curve = verify_cost_curve(target, max_tokens=max(gammas) + 1)
+    ratios = [t / curve[0] for t in curve]  # T(n)/T(1), n = 1, 2, …
+    decode(target, texts[0], method="ar", max_new_tokens=8)  # warm-up: first calls allocate
+    references = [decode(target, text, method="ar", max_new_tokens=max_new_tokens) for text in texts]
+    ar_rate = sum(r.summary.new_tokens for r in references) / sum(r.summary.wall_s for r in references)
+    grid = [(c, a, g) for c in costs for a in alphas for g in gammas]
+    points = []
+    for n, (c, a, g) in enumerate(grid, 1):
+        traces = [decode(target, text, method="synthetic", synthetic_alpha=a, synthetic_cost=c, gamma=g,
+                         controller="fixed", max_new_tokens=max_new_tokens) for text in texts]
+        if any(t.output_ids != r.output_ids for t, r in zip(traces, references)):
+            raise AssertionError("the synthetic draft changed the output: verification is not lossless")
+        tokens = sum(t.summary.new_tokens for t in traces)
+        seconds = sum(t.summary.wall_s for t in traces)
+        accepted = sum(t.summary.accepted for t in traces)
+        tested = sum(r.tested for t in traces for r in t.rounds)
+        costs_measured = [t.summary.c_measured for t in traces if t.summary.c_measured is not None]
+        alpha_hat = accepted / tested if tested else a
+        c_hat = statistics.mean(costs_measured) if costs_measured else c
+        point = {
+            "alpha": a, "gamma": g, "c": c, "alpha_hat": accepted / tested if tested else None,
+            "c_measured": statistics.mean(costs_measured) if costs_measured else None,
+            "tokens_per_round": tokens / sum(t.summary.rounds for t in traces),
+            "expected_tokens_per_round": float(theory.expected_tokens(a, g)),
+            "speedup_vs_ar": tokens / seconds / ar_rate,
+            "predicted_speedup": float(theory.speedup(a, g, c)),
+            "predicted_speedup_verify_cost": float(theory.speedup_with_verify_cost(a, g, c, ratios[g])),
+            # the same closed forms at what the run realised (α̂ of its few dozen tests, its measured c)
+            "expected_tokens_at_alpha_hat": float(theory.expected_tokens(min(alpha_hat, 1.0), g)),
+            "predicted_at_measured": float(theory.speedup_with_verify_cost(min(alpha_hat, 1.0), g, c_hat, ratios[g])),
+            "tokens_per_s": tokens / seconds, "wall_s": seconds,
+        }
+        points.append(point)
+        progress(n, len(grid), f"[{n}/{len(grid)}] α={a:g} γ={g} c={c:g}: {point['tokens_per_round']:.2f} tokens/round "
+                 f"(eq. 1: {point['expected_tokens_per_round']:.2f}), {point['speedup_vs_ar']:.2f}× ar "
+                 f"(Thm 3.8: {point['predicted_speedup']:.2f}, priced: {point['predicted_speedup_verify_cost']:.2f})")
+    return {"points": points, "meta": {"model": model, "prompts": len(texts), "max_new_tokens": max_new_tokens,
+                                       "ar_tokens_per_s": ar_rate, "verify_cost_ratio": ratios,
+                                       "t1_ms": curve[0] * 1e3}}
+
+
+def theory_markdown(report: dict) -> str:
+    lines = ["| α | γ | c | α̂ | c measured | tokens / round | eq. 1 | eq. 1 at α̂ | × ar | Thm 3.8 "
+             "| priced by T(γ+1) | priced, at α̂ and measured c |", "|" + "---|" * 12]
+    for p in report["points"]:
+        c_measured = "–" if p["c_measured"] is None else f"{p['c_measured']:.2f}"
+        lines.append(f"| {p['alpha']:g} | {p['gamma']} | {p['c']:g} | {p['alpha_hat'] or 0:.2f} | {c_measured} "
+                     f"| {p['tokens_per_round']:.2f} | {p['expected_tokens_per_round']:.2f} "
+                     f"| {p['expected_tokens_at_alpha_hat']:.2f} | {p['speedup_vs_ar']:.2f} | {p['predicted_speedup']:.2f} "
+                     f"| {p['predicted_speedup_verify_cost']:.2f} | {p['predicted_at_measured']:.2f} |")
+    m = report["meta"]
+    ratios = ", ".join(f"{r:.2f}" for r in m["verify_cost_ratio"][:9])
+    lines.append(f"\n{m['model']}, {m['prompts']} prompts, {m['max_new_tokens']} new tokens, greedy, fixed γ; ar: "
+                 f"{m['ar_tokens_per_s']:.1f} tok/s; T(1) {m['t1_ms']:.1f} ms; T(n)/T(1) for n = 1…9: {ratios}.")
     return "\n".join(lines)

@@ -248,6 +248,52 @@ def test_bild_run_shows_its_views_and_agreement_and_the_sweep_draws(page):
     page.screenshot(path=str(ARTIFACTS / "browser-bild.png"), full_page=True)
 
 
+def test_the_theory_lab_runs_round_by_round_and_as_a_sweep(page):
+    page.locator("#method input").click()
+    page.get_by_role("option", name="synthetic", exact=True).click()
+    expect(page.locator("#synthetic-settings")).to_be_visible()
+    expect(page.locator("#draft input")).to_be_disabled()  # the lab makes its own draft
+    set_number(page, "max-new-tokens", 16)
+    page.click("#run")
+    wait_status(page, "stop:")
+    expect_method_view(page, "synthetic-acceptance")
+    trace = download_trace(page)
+    assert trace.method == "synthetic" and trace.settings.options == {"alpha": 0.8, "cost": 0.1}
+
+    page.locator("#lab-gammas textarea, #lab-gammas input").first.fill("0, 2")
+    page.click("#lab-run")
+    expect(page.locator(".toast-body").first).to_contain_text("γ: whole numbers from 1", timeout=30_000)
+    page.locator("#lab-alphas textarea, #lab-alphas input").first.fill("0.9")
+    page.locator("#lab-gammas textarea, #lab-gammas input").first.fill("1, 3")
+    page.locator("#lab-costs textarea, #lab-costs input").first.fill("0.2")
+    set_number(page, "lab-tokens", 16)
+    page.click("#lab-run")
+    expect(page.locator("#lab-table")).to_contain_text("priced by T(γ+1)", timeout=DECODE_TIMEOUT_MS)
+    assert [row.split("\t")[:3] for row in page.locator("#lab-table tbody tr").all_inner_texts()] == [
+        ["0.9", "1", "0.2"], ["0.9", "3", "0.2"]]
+    expect(page.locator("#lab-plot .js-plotly-plot")).to_have_count(1)
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.locator("#lab-plot").screenshot(path=str(ARTIFACTS / "browser-theory-lab.png"))
+
+
+def test_a_hierarchical_run_draws_one_lane_per_model(page):
+    page.locator("#method input").click()
+    page.get_by_role("option", name="hierarchical", exact=True).click()
+    expect(page.locator("#draft input")).to_have_value("prompt-lookup:3>early-exit:4")  # a chain, said in the status
+    expect(page.locator("#status")).to_contain_text("A hierarchical draft is a chain")
+    set_number(page, "max-new-tokens", 16)
+    page.click("#run")
+    wait_status(page, "stop:")
+    lanes = page.locator("#view-hierarchical-lanes table.hier-lanes tr")
+    expect(lanes).to_have_count(3)  # prompt lookup, the early exit, the target
+    expect(page.locator("#view-hierarchical-lanes .hier-run")).to_contain_text("target")
+    trace = download_trace(page)
+    assert trace.method == "hierarchical" and trace.draft == "prompt-lookup:3>early-exit:4"
+    assert any(r.detail.get("inner_rounds") for r in trace.rounds)
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.locator("#view-hierarchical-lanes").screenshot(path=str(ARTIFACTS / "browser-hierarchical.png"))
+
+
 def test_uploaded_thompson_sampling_trace_shows_its_views_and_eesd_metrics(page, tmp_path):
     from test_viz_ts import make_trace  # the hand-built cali-ts trace of the viz tests (no model)
 

@@ -22,11 +22,14 @@ from .sampling import Rng, SamplingConfig, choose, distribution
 
 @dataclass(frozen=True)
 class Proposal:
-    """Drafted ids and, for a model draft, their distributions q (K, V); None means point masses."""
+    """Drafted ids and, for a model draft, their distributions q (K, V); None means point masses.
+    ``detail``: what the draft did inside, recorded in the round's ``detail`` (a hierarchical draft's
+    inner rounds), plain JSON data."""
 
     tokens: list[int]
     q: torch.Tensor | None = None
     forwards: int = 0
+    detail: dict | None = None
 
 
 NO_PROPOSAL = Proposal([])
@@ -49,6 +52,8 @@ class Drafter:
     verifier = None  # a target runner that shares this draft's computation (early exit), else None
     expected_acceptance: float | None = None  # acceptance measured offline (a trained exit's agreement)
     theta_model = None  # (step, q_row) -> θ_M, the trained acceptance predictor of EESD eq. 5, else None
+    runner = None  # scores several positions in one forward (logits/truncate/forwards): a draft that can
+    #                verify a smaller draft (hierarchical); None for a draft with no model (prompt lookup)
 
     def propose(self, context: list[int], k: int, cfg: SamplingConfig, rng: Rng, stop: StopRule) -> Proposal:
         """Up to ``k`` tokens that continue ``context``, asking ``stop`` after each."""

@@ -65,7 +65,7 @@ class SpeculativeStep:
         if cfg.greedy:
             verdict = greedy_accept(logits.argmax(dim=-1).tolist(), drafted, p, self.lenience)
         else:
-            verdict = speculative_accept(p, _q_for(proposal, p), drafted, rng.on(p.device), self.lenience)
+            verdict = speculative_accept(p, q_for(proposal, p), drafted, rng.on(p.device), self.lenience)
 
         # 4. commit: stop at an end-of-sequence token wherever it falls
         emitted, n_accepted = round.until_end(drafted[: verdict.n_accepted] + [verdict.next_token], verdict.n_accepted)
@@ -80,6 +80,7 @@ class SpeculativeStep:
         timing = Timing(drafted_at - round.start, verified_at - drafted_at, clock() - verified_at)
         # a lenient round says which of its accepts the exact rule would have refused
         detail = {"lenience": self.lenience, "lenient_accepts": list(verdict.lenient)} if self.lenience < 1 else {}
+        detail.update(proposal.detail or {})
         return lambda: _record(round.index, context_len, proposal, p, verdict, emitted, n_accepted,
                                drafter is not None, controller_state, timing, detail)
 
@@ -90,7 +91,7 @@ def _evidence(drafter: Drafter, controller: Controller, context: list[int]) -> s
     return drafter.evidence(context) if getattr(controller, "uses_evidence", False) else None
 
 
-def _q_for(proposal: Proposal, p: torch.Tensor) -> torch.Tensor:
+def q_for(proposal: Proposal, p: torch.Tensor) -> torch.Tensor:
     """The draft distributions on the target's device; point masses for a deterministic draft."""
     if proposal.q is not None:
         return proposal.q.to(p.device)
@@ -108,7 +109,7 @@ def _record(index: int, context_len: int, proposal: Proposal, p: torch.Tensor, v
     p_emitted = p[positions, torch.tensor(emitted, dtype=torch.long, device=p.device)].tolist()
     top_p = torch.topk(p, min(TOP_ALTERNATIVES, p.shape[-1]), dim=-1)
     if k:
-        q = _q_for(proposal, p)
+        q = q_for(proposal, p)
         rows = torch.arange(k, device=p.device)
         index_t = torch.tensor(drafted, device=p.device)
         q_drafted = q[rows, index_t].tolist()

@@ -191,7 +191,7 @@ def register(method: Method) -> Method:
     return method
 
 
-ORDER = ("ar", "speculative", "eesd", "bild", "bita", "lenient")  # listed first, in this order; then any others
+ORDER = ("ar", "speculative", "eesd", "bild", "bita", "lenient", "hierarchical", "synthetic")  # listed first, in this order; then any others
 
 
 _discovered = False

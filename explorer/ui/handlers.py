@@ -47,6 +47,7 @@ TRACE_FILE_MAX_AGE_S = 3600  # a session that never said goodbye (a killed tab) 
 # BiLD's small model writes by itself, so it must be a model with distributions, not a lookup.
 BILD_DRAFTS = ("model:", "early-exit:")
 BILD_DEFAULT_DRAFT = "early-exit:8"
+HIERARCHICAL_DEFAULT_DRAFT = "prompt-lookup:3>early-exit:4"  # measured: the faster of the two shipped chains
 NOTHING_TO_STOP = "■ Nothing is running: Stop ends a decode after its current round."
 
 
@@ -252,6 +253,11 @@ class Handlers:
             updates[p.draft] = gr.Dropdown(value=BILD_DEFAULT_DRAFT, interactive=True)
             updates[p.status] = viz.safe_markdown(f"BiLD's small model must give distributions: the drafter is now "
                                                   f"{BILD_DEFAULT_DRAFT} (model:<name> works too).")
+        if method == "hierarchical" and ">" not in str(draft or ""):
+            updates[p.draft] = gr.Dropdown(value=HIERARCHICAL_DEFAULT_DRAFT, interactive=True)
+            updates[p.status] = viz.safe_markdown(f"A hierarchical draft is a chain, smallest first: the drafter is now "
+                                                  f"{HIERARCHICAL_DEFAULT_DRAFT} (prompt lookup drafts for the early "
+                                                  "exit, the early exit for the target).")
         if method == "eesd":
             try:
                 preset = explorer.eesd_preset((model or "default").strip())

@@ -22,7 +22,7 @@ from .examples import EXAMPLES
 from .handlers import Handlers, forget_session
 from .options import build_options_panel
 from .page import Page
-from .sections import bild_sweep_section, compare_section
+from .sections import bild_sweep_section, compare_section, theory_lab_section
 from .views import build_view_slots
 
 # Decodes are CPU/GPU bound: running more at once only slows each one down. Sessions beyond the limit
@@ -111,6 +111,7 @@ def build_demo() -> gr.Blocks:
             theory_c_hat = gr.Slider(0, 1, value=0.1, step=0.01, label="ĉ: draft / target operations per token",
                                      elem_id="theory-c-hat")
         theory = gr.Plot(viz.theory_figure(0.8, 0.1, 0.1), show_label=False, elem_id="theory-plot")
+        theory_lab_section(DECODE_CONCURRENCY)
         compare_section()
         bild_sweep_section(DECODE_CONCURRENCY)
         gr.Markdown("### Traces: save a run, replay it anywhere without a model", elem_classes=["section-title"])

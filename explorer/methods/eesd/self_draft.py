@@ -57,7 +57,7 @@ class SelfSpeculation:
         # the draft's head rows as a function (H,) -> (V',): a copy of the scored rows, so a step multiplies
         # (V', H) and not (V, H), packed like every linear on the CPU fast path
         rows = None if head.vocab is None else self.lm_head.weight[head.vocab].detach().clone()
-        self.draft_rows = None if rows is None else PackedLinear(rows) if packable(rows) else rows.__matmul__
+        self.draft_rows = None if rows is None else PackedLinear(rows) if packable(rows) else (lambda x: x @ rows.T)
         self.exit_layer = None if head.layer is None else fast_view(head.layer)
         self.vocab_size = self.lm_head.weight.shape[0]
         self.cache = new_cache()
@@ -76,21 +76,41 @@ class SelfSpeculation:
 
     def draft_logits(self, sequence: list[int]) -> torch.Tensor:
         """(V,) logits of the draft for the token after ``sequence``; −inf outside the scored rows."""
+        x = self._exit_states(sequence, 1)  # (1, H)
+        self.draft_state, self.draft_len = x[0], len(sequence)
+        return self._draft_scores(x)[0]
+
+    def exit_logits(self, sequence: list[int], n_logits: int) -> torch.Tensor:
+        """(n_logits, V) draft logits for the last ``n_logits`` positions of ``sequence`` in one pass: the
+        draft as a verifier of a smaller draft (hierarchical speculative decoding)."""
+        return self._draft_scores(self._exit_states(sequence, n_logits))
+
+    def _exit_states(self, sequence: list[int], n_logits: int) -> torch.Tensor:
+        """The exit's normed states (n_logits, H) of the last ``n_logits`` positions."""
         with torch.inference_mode():
             self._advance_low(sequence)
-            h = self.hidden[:, self.exit_len:] if self.exit_layer is not None else self.hidden[:, -1:]
-            if self.exit_layer is not None:
-                h = self._run([self.exit_layer], h, self.exit_len, self.exit_cache)[:, -1:]
-                self.exit_len = len(sequence)
-            x = self.head.norm(h)[0, -1]  # (H,)
-            self.draft_state, self.draft_len = x, len(sequence)
-            if self.draft_rows is None:
-                logits = self.logits_of(x)
+            if self.exit_layer is None:
+                h = self.hidden[:, len(sequence) - n_logits:]
             else:
-                logits = torch.full((self.vocab_size,), float("-inf"), dtype=x.dtype, device=x.device)
-                logits[self.head.vocab] = self.draft_rows(x)
+                start = len(sequence) - n_logits
+                if self.exit_len > start:  # positions to score again (a re-asked sequence)
+                    crop_layers(self.exit_cache, range(1), start)
+                    self.exit_len = start
+                h = self._run([self.exit_layer], self.hidden[:, self.exit_len:], self.exit_len,
+                              self.exit_cache)[:, -n_logits:]
+                self.exit_len = len(sequence)
+            states = self.head.norm(h)[0]  # (n_logits, H)
         self.draft_forwards += 1
-        return logits
+        return states
+
+    def _draft_scores(self, x: torch.Tensor) -> torch.Tensor:
+        """States (n, H) -> logits (n, V); −inf outside the scored rows."""
+        with torch.inference_mode():
+            if self.draft_rows is None:
+                return self.logits_of(x)
+            logits = torch.full((x.shape[0], self.vocab_size), float("-inf"), dtype=x.dtype, device=x.device)
+            logits[:, self.head.vocab] = self.draft_rows(x)
+            return logits
 
     def verify_logits(self, sequence: list[int], n_logits: int) -> torch.Tensor:
         """(n_logits, V) target logits for the last ``n_logits`` positions of ``sequence``; equal to a
@@ -162,11 +182,11 @@ class DraftRunner:
         self.shared = shared
 
     def logits(self, sequence: list[int], n_logits: int = 1) -> torch.Tensor:
-        """The exit's logits for the next token (1, V): a draft steps one token at a time, so only
-        ``n_logits = 1`` is served (asking for more is a caller's bug, not a request to ignore)."""
-        if n_logits != 1:
-            raise ValueError(f"an early-exit draft scores one position per step, not {n_logits}")
-        return self.shared.draft_logits(sequence)[None]  # (1, V)
+        """The exit's logits (n_logits, V): the next token's when drafting (one step), several positions'
+        when it verifies a smaller draft (hierarchical)."""
+        if n_logits == 1:
+            return self.shared.draft_logits(sequence)[None]  # (1, V)
+        return self.shared.exit_logits(sequence, n_logits)
 
     def truncate(self, length: int) -> None:
         self.shared.cut(length)
