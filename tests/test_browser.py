@@ -114,8 +114,23 @@ def test_run_watch_and_step_through_rounds(page):
     expect_method_view(page, "acceptance")
     trace = download_trace(page)
     assert trace.method == "speculative" and trace.draft == "prompt-lookup:3" and trace.summary.new_tokens == 32
-    last = trace.rounds[-1]  # shown: every emitted token plus the last round's refused drafts
-    assert page.locator("#tokens .tok").count() == trace.summary.new_tokens + len(last.drafted) - last.n_accepted
+    # it opens on its first refusal: the output up to that round plus the round's refused drafts
+    opening = trace.rounds[viz.opening_round(trace)]
+    assert opening.rejected_at is not None or not any(r.rejected_at is not None for r in trace.rounds)
+    expect(page.locator("#tokens .tok-caption")).to_contain_text(f"Round {opening.index + 1} of {len(trace.rounds)}")
+    shown = sum(len(r.emitted) for r in trace.rounds[: opening.index + 1]) + len(opening.drafted) - opening.n_accepted
+    assert page.locator("#tokens .tok").count() == shown
+    refusals = [r.index for r in trace.rounds if r.rejected_at is not None]
+    if len(refusals) > 1:
+        page.click("#next-refusal")
+        expect(page.locator("#tokens .tok-caption")).to_contain_text(f"Round {refusals[1] + 1} of")
+    page.locator("body").click(position={"x": 5, "y": 5})  # the focus out of any field: the keys step rounds
+    shown_round = (refusals[1] if len(refusals) > 1 else opening.index) + 1
+    page.keyboard.press("ArrowRight")
+    expect(page.locator("#tokens .tok-caption")).to_contain_text(
+        f"Round {min(shown_round + 1, len(trace.rounds))} of")
+    page.keyboard.press("ArrowLeft")
+    expect(page.locator("#tokens .tok-caption")).to_contain_text(f"Round {shown_round} of")
 
     # step to a round that had drafts: the page's fates must be the trace's
     drafted = [r for r in trace.rounds if r.drafted] or list(trace.rounds)
@@ -163,7 +178,7 @@ def test_stop_keeps_what_was_decoded(page):
     trace = download_trace(page)
     assert trace.summary.stop_reason == "stopped"
     assert 1 <= trace.summary.new_tokens < 400
-    assert page.locator("#round-slider input[type=number]").input_value() == str(len(trace.rounds))
+    assert page.locator("#round-slider input[type=number]").input_value() == str(viz.opening_round(trace) + 1)
     assert "Measuring" not in status(page)  # a stopped run is not compared with a baseline
 
 
@@ -171,9 +186,11 @@ def test_upload_replays_a_trace_and_a_bad_file_keeps_it(page, tmp_path):
     page.set_input_files(UPLOAD_INPUT, str(DATA / "trace_sampled_tiny.json"))
     wait_status(page, "Replaying an uploaded trace", timeout=30_000)
     sampled = explorer.load_trace((DATA / "trace_sampled_tiny.json").read_text())
-    last = sampled.rounds[-1]
-    expect(page.locator("#tokens .tok-caption")).to_contain_text(f"Round {len(sampled.rounds)} of {len(sampled.rounds)}")
-    assert page.locator("#tokens .tok").count() == sampled.summary.new_tokens + len(last.drafted) - last.n_accepted
+    opening = sampled.rounds[viz.opening_round(sampled)]  # its first refusal
+    assert opening.rejected_at is not None
+    expect(page.locator("#tokens .tok-caption")).to_contain_text(f"Round {opening.index + 1} of {len(sampled.rounds)}")
+    shown = sum(len(r.emitted) for r in sampled.rounds[: opening.index + 1]) + len(opening.drafted) - opening.n_accepted
+    assert page.locator("#tokens .tok").count() == shown
     expect(page.locator("#view-acceptance .js-plotly-plot")).to_have_count(1)
 
     bad = tmp_path / "bad.json"

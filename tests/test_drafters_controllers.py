@@ -127,3 +127,26 @@ def test_the_drafter_is_asked_for_evidence_only_by_a_controller_that_uses_it(tin
     assert asked == []  # fixed γ: the search would be wasted
     explorer.decode(tiny_target, "abcabcabc", draft="prompt-lookup:3", controller="cost-aware", max_new_tokens=8)
     assert asked
+
+
+def test_a_draft_is_not_verified_past_its_end_of_sequence_token(default_model):
+    """A draft that runs past the end of the text is cut after the end-of-sequence token before the
+    target verifies it: nothing after the end shows as tested and refused."""
+    from explorer.engine.controllers import make_controller
+    from explorer.engine.speculative import decode_rounds
+    from explorer.methods.synthetic import SyntheticDrafter
+
+    ar = explorer.decode(default_model, "Answer with one word: what colour is the sky?", max_new_tokens=64)
+    assert ar.summary.stop_reason == "eos"
+    oracle = list(ar.prompt_ids) + list(ar.output_ids) + [5, 6, 7]  # the target's own text, then junk
+    ends_drafted = 0
+    for gamma in (7, 8):
+        drafter = SyntheticDrafter(oracle, 1.0, 0.0, default_model.vocab_size, 0, "synthetic")
+        rounds = [r for r, _ in decode_rounds(default_model, drafter, make_controller("fixed", gamma),
+                                              SamplingConfig(0.0), list(ar.prompt_ids), 64, Rng(0))]
+        assert [t for r in rounds for t in r.emitted] == list(ar.output_ids)
+        for r in rounds:
+            ends = [i for i, t in enumerate(r.drafted) if t in default_model.eos_token_ids]
+            assert not ends or ends[0] == len(r.drafted) - 1
+            ends_drafted += bool(ends)
+    assert ends_drafted  # at one of the two γ the end fell inside a draft (not on the bonus token)

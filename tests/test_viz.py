@@ -341,3 +341,12 @@ def test_run_summary_reports_speed_acceptance_and_speedups(lookup, ar):
     # Names pass safe_markdown: Markdown punctuation arrives backslash-escaped and renders as typed.
     assert "prompt\\-lookup:3" in text and "tokens/s" in text and "α̂ 0.18" in text
     assert "predicted ×1.22" in text and "measured ×" in text and "end of sequence" in text
+
+
+def test_a_run_opens_on_its_first_refusal_and_steps_between_refusals(ar, lookup, sampled):
+    for trace in (lookup, sampled):
+        refused = [r.index for r in trace.rounds if r.rejected_at is not None]
+        assert refused and viz.opening_round(trace) == refused[0]
+        assert viz.next_refusal(trace, refused[0]) == (refused[1] if len(refused) > 1 else refused[0])
+        assert viz.next_refusal(trace, refused[-1]) == refused[0]  # from the start again after the last
+    assert viz.opening_round(ar) == len(ar.rounds) - 1 and viz.next_refusal(ar, 0) is None  # nothing refused

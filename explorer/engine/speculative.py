@@ -15,6 +15,7 @@ Shape legend: K drafted tokens, V vocabulary.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Iterator
 
 import torch
@@ -52,7 +53,7 @@ class SpeculativeStep:
         # 1. draft (leave room for the target's token so a round never passes max_new_tokens)
         k = 0 if drafter is None else min(controller.draft_length(_evidence(drafter, controller, context)),
                                           round.budget - 1)
-        proposal = drafter.propose(context, k, cfg, rng, controller) if k > 0 else NO_PROPOSAL
+        proposal = _through_end(drafter.propose(context, k, cfg, rng, controller) if k > 0 else NO_PROPOSAL, round)
         drafted = proposal.tokens
         drafted_at = clock()
 
@@ -83,6 +84,17 @@ class SpeculativeStep:
         detail.update(proposal.detail or {})
         return lambda: _record(round.index, context_len, proposal, p, verdict, emitted, n_accepted,
                                drafter is not None, controller_state, timing, detail)
+
+
+def _through_end(proposal: Proposal, round: Round) -> Proposal:
+    """The draft cut after its first end-of-sequence token: the text would end there, so nothing after it
+    is verified (or shown as tested and refused). Lossless: no accept decision up to the end depends on
+    the drafts after it."""
+    tokens, _ = round.until_end(proposal.tokens, 0)
+    if len(tokens) == len(proposal.tokens):
+        return proposal
+    q = proposal.q[: len(tokens)] if proposal.q is not None else None
+    return dataclasses.replace(proposal, tokens=tokens, q=q)
 
 
 def _evidence(drafter: Drafter, controller: Controller, context: list[int]) -> str | None:

@@ -161,18 +161,20 @@ class Handlers:
         return updates
 
     def _finished(self, trace, baseline, alpha, c, c_hat, session: str) -> dict:
-        """A whole trace on the page: state, every view at its last round, and its file to download."""
+        """A whole trace on the page: state, every view at the round it opens on (the first refusal:
+        ``viz.opening_round``), and its file to download."""
         p = self.page
         n = len(trace.rounds)
+        opening = viz.opening_round(trace)
         return {
             p.trace_state: trace,
-            p.round_slider: _slider(n),
+            p.round_slider: _slider(n, opening + 1),
             p.banner: viz.method_banner(trace.method, explorer.METHODS.get(trace.method)),
             p.latency: viz.latency_figure(trace, baseline),
             p.theory: viz.theory_figure(alpha, c, c_hat, trace, baseline),
             p.status: viz.run_summary(trace, baseline),
             p.download: gr.DownloadButton(value=str(write_trace_file(trace, session)), interactive=True),
-            **self._round(trace, n - 1),
+            **self._round(trace, opening),
         }
 
     def _round(self, trace, index: int) -> dict:
@@ -202,6 +204,16 @@ class Handlers:
         if trace is None or not trace.rounds:
             return {}
         index = min(max(_round_index(trace, value) + delta, 0), len(trace.rounds) - 1)
+        return {self.page.round_slider: index + 1, **self._round(trace, index)}
+
+    def next_refusal(self, trace, value):
+        """Jump to the next round where a draft was refused (or rolled back), wrapping to the first."""
+        if trace is None or not trace.rounds:
+            return {}
+        index = viz.next_refusal(trace, _round_index(trace, value))
+        if index is None:
+            gr.Info("No draft was refused in this run.")
+            return {}
         return {self.page.round_slider: index + 1, **self._round(trace, index)}
 
     def previous_round(self, trace, value):
@@ -347,10 +359,11 @@ def write_trace_file(trace, session: str) -> Path:
     return path
 
 
-def _slider(n_rounds: int) -> gr.Slider:
-    """The round slider for a trace of ``n_rounds``, at its last round (Gradio's slider needs
-    minimum < maximum, so a one-round trace gets a range of two and the handlers clamp)."""
-    return gr.Slider(minimum=1, maximum=max(n_rounds, 2), value=max(n_rounds, 1), step=1, interactive=n_rounds > 0)
+def _slider(n_rounds: int, value: int | None = None) -> gr.Slider:
+    """The round slider for a trace of ``n_rounds``, at round ``value`` (default: the last). Gradio's
+    slider needs minimum < maximum, so a one-round trace gets a range of two and the handlers clamp."""
+    value = max(n_rounds, 1) if value is None else value
+    return gr.Slider(minimum=1, maximum=max(n_rounds, 2), value=value, step=1, interactive=n_rounds > 0)
 
 
 def _round_index(trace, value) -> int:

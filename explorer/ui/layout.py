@@ -39,6 +39,21 @@ INTRO = (
 )
 
 
+# ← and → click ◀ Prev / Next ▶, except while the focus is in a field that uses the keys itself
+ROUND_KEYS_JS = """() => {
+  if (window.__roundKeys) return;
+  window.__roundKeys = true;
+  document.addEventListener('keydown', (e) => {
+    const t = e.target, tag = ((t && t.tagName) || '').toLowerCase();
+    if (tag === 'input' || tag === 'textarea' || tag === 'select' || (t && t.isContentEditable)) return;
+    if (e.altKey || e.ctrlKey || e.metaKey || e.shiftKey) return;
+    const id = {ArrowLeft: 'prev-round', ArrowRight: 'next-round'}[e.key];
+    const button = id && document.getElementById(id);
+    if (button) { e.preventDefault(); button.click(); }
+  });
+}"""
+
+
 def build_demo() -> gr.Blocks:
     """The whole app; ``launch`` it with ``launch_options()`` for its theme and styles."""
     first = EXAMPLES[0]
@@ -97,6 +112,8 @@ def build_demo() -> gr.Blocks:
                     prev_btn = gr.Button("◀ Prev", size="sm", elem_id="prev-round", scale=0, min_width=80)
                     play_btn = gr.Button("▶ Play", size="sm", elem_id="play-rounds", scale=0, min_width=90)
                     next_btn = gr.Button("Next ▶", size="sm", elem_id="next-round", scale=0, min_width=80)
+                    refusal_btn = gr.Button("Next refusal ⏭", size="sm", elem_id="next-refusal", scale=0,
+                                            min_width=130)
                     round_slider = gr.Slider(1, 2, value=1, step=1, precision=0, label="Round", interactive=False,
                                              elem_id="round-slider", scale=1)
                 timer = gr.Timer(0.8, active=False)
@@ -123,11 +140,13 @@ def build_demo() -> gr.Blocks:
         page = Page(prompt=prompt, model=model, method=method, draft=draft, gamma=gamma, controller=controller,
                     temperature=temperature, top_k=top_k, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed,
                     run_btn=run_btn, stop_btn=stop_btn, status=status, banner=banner, tokens=tokens,
-                    round_slider=round_slider, prev_btn=prev_btn, play_btn=play_btn, next_btn=next_btn, timer=timer,
+                    round_slider=round_slider, prev_btn=prev_btn, play_btn=play_btn, next_btn=next_btn,
+                    refusal_btn=refusal_btn, timer=timer,
                     round_detail=round_detail, latency=latency, theory_alpha=theory_alpha, theory_c=theory_c,
                     theory_c_hat=theory_c_hat, theory=theory, download=download, upload=upload,
                     trace_state=trace_state, playing=playing, view_slots=view_slots, options=options)
         _wire(page, Handlers(page))
+        demo.load(None, js=ROUND_KEYS_JS)  # ← → step through rounds (not while typing in a field)
         demo.unload(forget_session)  # a closed page's trace file goes with it
     return demo
 
@@ -150,6 +169,7 @@ def _wire(p: Page, h: Handlers) -> None:
     p.round_slider.input(h.show_round, inputs=stepping, outputs=p.round_views(), trigger_mode="always_last", **quiet)
     p.prev_btn.click(h.previous_round, inputs=stepping, outputs=[p.round_slider, *p.round_views()], **quiet)
     p.next_btn.click(h.next_round, inputs=stepping, outputs=[p.round_slider, *p.round_views()], **quiet)
+    p.refusal_btn.click(h.next_refusal, inputs=stepping, outputs=[p.round_slider, *p.round_views()], **quiet)
     p.play_btn.click(h.toggle_play, inputs=[*stepping, p.playing], outputs=play_outputs, **quiet)
     p.timer.tick(h.tick, inputs=stepping, outputs=play_outputs, **quiet)
     for slider in theory_inputs:

@@ -34,6 +34,7 @@ class Page:
     prev_btn: gr.Button
     play_btn: gr.Button
     next_btn: gr.Button
+    refusal_btn: gr.Button
     timer: gr.Timer
     round_detail: gr.Plot
     latency: gr.Plot

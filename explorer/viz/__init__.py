@@ -12,12 +12,13 @@ from .style import empty_figure
 from .summary import BANNER_CSS, method_banner, run_summary
 from .text import safe_markdown
 from .theory import theory_figure
-from .tokens import FATES, TOKEN_CSS, fate_counts, round_caption, round_fates, token_html
+from .tokens import (FATES, TOKEN_CSS, fate_counts, next_refusal, opening_round, round_caption, round_fates,
+                     token_html)
 from .views import MethodView, discover, register, register_note, views_for
 
 __all__ = [
     "BANNER_CSS", "FATES", "MethodView", "TOKEN_CSS", "cumulative_throughput", "discover", "empty_figure",
-    "fate_counts", "latency_figure", "measured_speedup", "method_banner", "register", "register_note",
-    "round_caption", "round_detail_figure", "round_fates", "round_panels", "run_summary", "safe_markdown", "theory_figure",
-    "token_html", "views_for",
+    "fate_counts", "latency_figure", "measured_speedup", "method_banner", "next_refusal", "opening_round", "register",
+    "register_note", "round_caption", "round_detail_figure", "round_fates", "round_panels", "run_summary",
+    "safe_markdown", "theory_figure", "token_html", "views_for",
 ]

@@ -55,6 +55,26 @@ def round_fates(r) -> list[TokenFate]:
     return fates
 
 
+def opening_round(trace) -> int:
+    """The round a finished run opens on: the first where a draft was refused (or rolled back), where
+    the accept rule has something to show; else the first that drafted; else the last."""
+    rounds = trace.rounds
+    for wanted in (lambda r: r.rejected_at is not None, lambda r: bool(r.drafted)):
+        found = next((r.index for r in rounds if wanted(r)), None)
+        if found is not None:
+            return found
+    return max(len(rounds) - 1, 0)
+
+
+def next_refusal(trace, index: int) -> int | None:
+    """The next round after ``index`` with a refused (or rolled back) draft, from the start again after
+    the last; None when the run has none."""
+    refused = [r.index for r in trace.rounds if r.rejected_at is not None]
+    if not refused:
+        return None
+    return next((i for i in refused if i > index), refused[0])
+
+
 def fate_counts(r) -> dict[str, int]:
     """How many tokens of each fate the round has (every fate listed, zeros included)."""
     counts = dict.fromkeys(FATES, 0)
