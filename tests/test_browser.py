@@ -90,9 +90,11 @@ def expect_method_view(page, name: str) -> None:
         held = page.evaluate(f"() => (document.querySelector('#view-box-{name}') || {{outerHTML: 'no box'}})"
                              ".outerHTML.slice(0, 400)")
         warnings.warn(f"the {name} view was not drawn after the run; its box: {held}", stacklevel=2)
+        shown = page.locator("#round-slider input[type=number]").input_value()
         page.click("#prev-round")
         page.click("#next-round")
         expect(plot).to_have_count(1, timeout=30_000)
+        set_number(page, "round-slider", shown)  # back on the round it showed (prev clamps at the first)
 
 
 def fates_on_page(page) -> dict:
