@@ -30,7 +30,9 @@ def build_view_slots() -> list[ViewSlot]:
     """One hidden box per registered view (call inside the Blocks context)."""
     slots = []
     for view in discover():
-        with gr.Group(visible=False, elem_id=f"view-box-{view.name}", elem_classes=["method-view"]) as box:
+        # "hidden", not False: the box and its plot stay mounted, so a plot that arrives in the same burst of
+        # updates that shows the box is drawn (with visible=False a fast run's view could stay empty)
+        with gr.Group(visible="hidden", elem_id=f"view-box-{view.name}", elem_classes=["method-view"]) as box:
             if view.kind == "plot":
                 output = gr.Plot(elem_id=f"view-{view.name}", label=view.title, show_label=False)
             else:
@@ -44,7 +46,7 @@ def slot_updates(slots: list[ViewSlot], trace, round_index: int) -> dict:
     updates = {}
     for slot in slots:
         applies = trace is not None and bool(trace.rounds) and _applies(slot.view, trace)
-        updates[slot.box] = gr.Group(visible=applies)
+        updates[slot.box] = gr.Group(visible=True if applies else "hidden")
         if applies:
             updates[slot.output] = _render(slot.view, trace, round_index)
     return updates
