@@ -44,14 +44,16 @@ DEFAULT_SYSTEMS = (
 class System:
     """One way of decoding: ``hf-generate``, ``hf-assisted:<draft>``, ``ar``, ``eesd``,
     ``speculative:<draft>[/controller]``, ``hierarchical:<draft chain>[/controller]`` (its inner γ: the
-    method's default); a speculative, hierarchical or assisted system may end in ``@γ``, its own draft
-    length (the cap for the TS controllers), instead of the run's ``--gamma``."""
+    method's default), ``hf-beam:<k>`` (Hugging Face's beam search) and ``beam:<exact|004>:<k>:<draft>``; a
+    speculative, hierarchical, beam or assisted system may end in ``@γ``, its own draft length (the cap for
+    the TS controllers), instead of the run's ``--gamma``."""
 
     name: str
-    method: str  # hf-generate | hf-assisted | ar | eesd | speculative | hierarchical
+    method: str  # hf-generate | hf-assisted | hf-beam | ar | eesd | speculative | hierarchical | bita | beam
     draft: str | None
     controller: str | None
     gamma: int
+    options: tuple[tuple[str, object], ...] = ()  # the method's own keywords (beam: width and rule)
 
 
 def parse_system(name: str, gamma: int, controller: str) -> System:
@@ -59,7 +61,7 @@ def parse_system(name: str, gamma: int, controller: str) -> System:
         return System(name, name, None, None, 0)  # eesd: the model's preset draft, controller and γ
     spec, at, own_gamma = name.rpartition("@")
     if at:
-        if spec.startswith(("speculative:", "hierarchical:", "hf-assisted:")) and own_gamma.isdigit() \
+        if spec.startswith(("speculative:", "hierarchical:", "hf-assisted:", "beam:")) and own_gamma.isdigit() \
                 and int(own_gamma) >= 1:
             return replace(parse_system(spec, int(own_gamma), controller), name=name)
         raise ExplorerError(f"unknown system {name!r}: @γ follows a speculative, hierarchical or hf-assisted system, "
@@ -68,6 +70,13 @@ def parse_system(name: str, gamma: int, controller: str) -> System:
     draft, _, own_controller = rest.partition("/")
     if kind in ("speculative", "hierarchical") and draft:
         return System(name, kind, draft, own_controller or controller, gamma)
+    if kind == "hf-beam" and rest.isdigit() and 1 <= int(rest) <= 8:
+        return System(name, "hf-beam", None, None, 0, (("beam_width", int(rest)),))
+    if kind == "beam":  # beam:<rule>:<k>:<draft>
+        rule, _, after = rest.partition(":")
+        width, _, beam_draft = after.partition(":")
+        if rule in ("exact", "004") and width.isdigit() and 1 <= int(width) <= 8 and beam_draft:
+            return System(name, "beam", beam_draft, None, gamma, (("beam_rule", rule), ("beam_width", int(width))))
     if kind == "hf-assisted" and draft.split(":")[0] in ("prompt-lookup", "early-exit") and not own_controller:
         return System(name, "hf-assisted", draft, "hf-constant", gamma)
     if kind == "bita":  # bita[:tree[:k]], the shipped tokens: the tree kind and top-k ride in ``draft``
@@ -77,8 +86,8 @@ def parse_system(name: str, gamma: int, controller: str) -> System:
             return System(name, "bita", f"{tree}:{k or shipped.top_k}", None, 0)
     raise ExplorerError(
         f"unknown system {name!r}: use hf-generate, hf-assisted:prompt-lookup:n, hf-assisted:early-exit:N, "
-        "ar, eesd, speculative:<draft>[/controller][@γ], hierarchical:<small>><draft>[/controller][@γ] or "
-        "bita[:efficient|full|straightforward[:k]]"
+        "ar, eesd, speculative:<draft>[/controller][@γ], hierarchical:<small>><draft>[/controller][@γ], "
+        "bita[:efficient|full|straightforward[:k]], hf-beam:<k> or beam:<exact|004>:<k>:<draft>[@γ] (k 1 to 8)"
     )
 
 
@@ -117,6 +126,9 @@ def _run(model, systems, repeats, max_new_tokens, temperature, gamma, controller
     assistants = {s.name: _hf_assistant_kwargs(target, s) for s in chosen if s.method == "hf-assisted"}
 
     def once(system: System, prompt_ids: list[int], n: int):
+        if system.method == "hf-beam":
+            out, seconds = hf_beam_search(target, prompt_ids, dict(system.options)["beam_width"], n)
+            return out, seconds, None
         if system.method.startswith("hf-"):
             return _hf_generate(target, prompt_ids, n, temperature, **assistants.get(system.name, {}))
         bita = {}
@@ -126,7 +138,7 @@ def _run(model, systems, repeats, max_new_tokens, temperature, gamma, controller
         start = time.perf_counter()
         trace = decode(target, prompt_ids=prompt_ids, method=system.method, draft=system.draft,
                        gamma=system.gamma or None, controller=system.controller,
-                       temperature=temperature, max_new_tokens=n, seed=0, **bita)
+                       temperature=temperature, max_new_tokens=n, seed=0, **bita, **dict(system.options))
         return list(trace.output_ids), time.perf_counter() - start, trace
 
     for system in chosen:  # warm-up: first calls pay for allocations and lazy initialisation
@@ -200,6 +212,21 @@ def early_exit_assistant(model: torch.nn.Module, n_layers: int) -> torch.nn.Modu
     assistant.lm_head = model.lm_head
     assistant.generation_config = copy.deepcopy(model.generation_config)
     return assistant.eval()
+
+
+def hf_beam_search(target, prompt_ids: list[int], width: int, max_new_tokens: int) -> tuple[list[int], float]:
+    """Hugging Face's beam search on the target (``generate(num_beams=k, do_sample=False)``, length penalty
+    1, ``early_stopping=False``): the best beam's new tokens (to its end-of-sequence token) and seconds."""
+    x = torch.tensor([prompt_ids], device=target.device)
+    start = time.perf_counter()
+    with torch.inference_mode():
+        out = target.model.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=max_new_tokens, num_beams=width,
+                                    do_sample=False, length_penalty=1.0, early_stopping=False,
+                                    pad_token_id=min(target.eos_token_ids, default=0))
+    seconds = time.perf_counter() - start
+    ids = out[0, len(prompt_ids):].tolist()
+    end = next((i for i, t in enumerate(ids) if t in target.eos_token_ids), None)
+    return (ids if end is None else ids[: end + 1]), seconds
 
 
 def _hf_generate(target, prompt_ids, n, temperature, **assist):

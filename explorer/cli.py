@@ -62,10 +62,11 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--out", default="bench.json", help="JSON report (default bench.json)")
     bench.add_argument("--markdown", help="also write the markdown table to this file")
 
-    sweep = sub.add_parser("sweep", help="sweep a lossy method's thresholds (quality against cost), or the theory lab (measured against Theorem 3.8)")
-    sweep.add_argument("what", choices=["bild", "lenience", "theory"])
+    sweep = sub.add_parser("sweep", help="sweep a lossy method's thresholds (quality against cost), the theory lab (measured against Theorem 3.8), or beam search against Hugging Face's (004's Table 3)")
+    sweep.add_argument("what", choices=["bild", "lenience", "theory", "beam"])
     sweep.add_argument("--model", default="default")
-    sweep.add_argument("--draft", default="early-exit:4", help="the small model (bild) or the draft (lenience)")
+    sweep.add_argument("--draft", default="early-exit:4", help="the small model (bild) or the draft (lenience, beam)")
+    sweep.add_argument("--width", default="1,3,5", help="beam: beam widths k, comma-separated")
     sweep.add_argument("--lenience", default="1,0.5,0.3,0.1", help="lenience: l values, comma-separated")
     sweep.add_argument("--alpha", default="0.6,0.8,0.9", help="theory: the synthetic draft's α values")
     sweep.add_argument("--gamma", default="1,2,4,8", help="theory: γ values (whole numbers)")
@@ -314,6 +315,13 @@ def _sweep(args) -> int:
                                                           floats(args.cost, "--cost")), args.max_new_tokens,
                                     prompts)
         table = sweep.theory_markdown(report)
+    elif args.what == "beam":
+        widths = floats(args.width, "--width")
+        if any(w != int(w) or not 1 <= w <= 8 for w in widths):
+            raise ExplorerError("--width must be whole numbers from 1 to 8")
+        report = sweep.beam_sweep(args.model, args.draft, tuple(int(w) for w in widths), max_new_tokens=args.max_new_tokens,
+                                  prompts=prompts)
+        table = sweep.beam_markdown(report)
     elif args.what == "lenience":
         report = sweep.lenience_sweep(args.model, args.draft, floats(args.lenience, "--lenience"), args.max_new_tokens,
                                       args.temperature, prompts)

@@ -61,6 +61,8 @@ class Decoding:
             every_id += [n["token"] for n in (r.tree or {}).get("nodes", ())]
             for inner in r.detail.get("inner_rounds", ()):  # a hierarchical draft's inner rounds name tokens too
                 every_id += list(inner["drafted"]) + [inner["next"]]
+            for layer in (r.detail.get("beam") or {}).get("layers", ()):  # beam search: every candidate's tokens
+                every_id += [t for node in layer for t in node["tokens"]]
         return RunTrace(
             method=self.method, model=self.target.name, draft=self.draft_name, settings=self.settings,
             prompt_ids=self.prompt_ids, output_ids=tuple(output), text=self.target.decode(output),

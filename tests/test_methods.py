@@ -24,7 +24,7 @@ PROMPT = "one two three one two three one two"
 
 
 def test_every_method_is_registered_once_in_order():
-    assert list(explorer.METHODS) == ["ar", "speculative", "eesd", "bild", "bita", "lenient", "hierarchical", "synthetic"]
+    assert list(explorer.METHODS) == ["ar", "speculative", "eesd", "bild", "bita", "lenient", "hierarchical", "beam", "synthetic"]
     assert {name for name, m in methods.discover().items() if m.lossy} == {"bild", "lenient"}
 
 
@@ -110,7 +110,7 @@ def test_a_new_method_reaches_the_api_the_cli_the_page_and_the_trace_loader(look
     # the page: its options panel, hidden until it is chosen; the values come back as keywords
     with gr.Blocks():
         panel = build_options_panel("lookup")
-    assert set(panel.boxes) == {"bild", "bita", "lenient", "synthetic", "hierarchical", "lookup"} and "lookup_n" in panel.controls
+    assert set(panel.boxes) == {"bild", "bita", "lenient", "synthetic", "hierarchical", "beam", "lookup"} and "lookup_n" in panel.controls
     assert panel.keywords("lookup", {panel.controls["lookup_n"]: 4.0}) == {"lookup_n": 4}
 
 

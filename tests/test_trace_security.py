@@ -302,7 +302,7 @@ def repeated(trace, rounds: int):
 def largest(traces):
     """Traces of MAX_TRACE_ROUNDS rounds for every method view: all drafts accepted at γ = 8 under
     calibrated TS (about 9 tokens a round, near the token cap), dynamic γ, lenience, the theory lab, a
-    hierarchical draft, a heuristic controller, BiLD, BiTA."""
+    hierarchical draft, beam search at the widest k and γ, a heuristic controller, BiLD, BiTA."""
     every_accepted = explorer.decode("tiny-random:1", "hello there", method="speculative", draft="model:tiny-random:1",
                                      gamma=8, controller="cali-ts", max_new_tokens=64, seed=1)
     dynamic = explorer.decode("tiny-random:1", "hello there", method="speculative", draft="model:tiny-random:2",
@@ -313,7 +313,9 @@ def largest(traces):
                                 max_new_tokens=64, seed=1)
     hierarchical = explorer.decode("tiny-random:1", "hello there", method="hierarchical",
                                    draft="model:tiny-random:2>model:tiny-random:3", gamma=8, max_new_tokens=64, seed=1)
-    small = [every_accepted, dynamic, lenient, synthetic, hierarchical] + [explorer.load_trace(json.dumps(traces[name]))
+    beam = explorer.decode("tiny-random:1", "hello there", method="beam", draft="model:tiny-random:2", beam_width=8,
+                           gamma=16, max_new_tokens=64)
+    small = [every_accepted, dynamic, lenient, synthetic, hierarchical, beam] + [explorer.load_trace(json.dumps(traces[name]))
                                          for name in ("heuristic", "bild", "bita")]
     return [repeated(t, limits.MAX_TRACE_ROUNDS) for t in small]
 

@@ -143,7 +143,7 @@ class Method:
     """One decoding method. ``start(request, options)`` returns the run as a ``explorer.run.Decoding``.
 
     ``draft``: "required" (speculative, eesd, bild) or "none" (ar, bita); ``controller``: whether γ and
-    the draft-length controller apply; ``preset(target)``: defaults for draft, controller and γ that
+    the draft-length controller apply (``gamma`` says otherwise for γ alone); ``preset(target)``: defaults for draft, controller and γ that
     this method fills in for a model (eesd's shipped preset), else None."""
 
     name: str
@@ -153,6 +153,7 @@ class Method:
     start: Callable[[Request, Any], Any]
     draft: str = "required"
     controller: bool = True
+    gamma: bool | None = None  # whether γ applies; None: where the controller does
     preset: Callable[[Any], dict] | None = None
     check_round: Callable[[dict, str], None] | None = None  # a loaded trace's round, beyond the common checks
 
@@ -191,7 +192,7 @@ def register(method: Method) -> Method:
     return method
 
 
-ORDER = ("ar", "speculative", "eesd", "bild", "bita", "lenient", "hierarchical", "synthetic")  # listed first, in this order; then any others
+ORDER = ("ar", "speculative", "eesd", "bild", "bita", "lenient", "hierarchical", "beam", "synthetic")  # listed first, in this order; then any others
 
 
 _discovered = False

@@ -47,6 +47,7 @@ TRACE_FILE_MAX_AGE_S = 3600  # a session that never said goodbye (a killed tab) 
 # BiLD's small model writes by itself, so it must be a model with distributions, not a lookup.
 BILD_DRAFTS = ("model:", "early-exit:")
 BILD_DEFAULT_DRAFT = "early-exit:8"
+BEAM_DEFAULT_DRAFT = "early-exit:4"
 HIERARCHICAL_DEFAULT_DRAFT = "prompt-lookup:3>early-exit:4"  # measured: the faster of the two shipped chains
 NOTHING_TO_STOP = "■ Nothing is running: Stop ends a decode after its current round."
 
@@ -257,14 +258,20 @@ class Handlers:
         takes_draft = chosen is not None and chosen.draft != "none"
         # γ and the controller only for methods that use them (BiLD caps its own turns, BiTA drafts M)
         controlled = chosen is not None and chosen.controller
-        note = f"1 to {MAX_GAMMA}" if controlled else f"not used by {method}"
+        drafts_gamma = chosen is not None and (chosen.controller if chosen.gamma is None else chosen.gamma)
+        note = f"1 to {MAX_GAMMA}" if drafts_gamma else f"not used by {method}"
         updates = {p.banner: viz.method_banner(method, explorer.METHODS.get(method)),
-                   p.draft: gr.Dropdown(interactive=takes_draft), p.gamma: gr.Number(interactive=controlled, info=note),
+                   p.draft: gr.Dropdown(interactive=takes_draft), p.gamma: gr.Number(interactive=drafts_gamma, info=note),
                    p.controller: gr.Radio(interactive=controlled), **p.options.visible_for(method)}
         if method == "bild" and not str(draft or "").strip().startswith(BILD_DRAFTS):
             updates[p.draft] = gr.Dropdown(value=BILD_DEFAULT_DRAFT, interactive=True)
             updates[p.status] = viz.safe_markdown(f"BiLD's small model must give distributions: the drafter is now "
                                                   f"{BILD_DEFAULT_DRAFT} (model:<name> works too).")
+        if method == "beam" and not str(draft or "").strip().startswith(BILD_DRAFTS):
+            updates[p.draft] = gr.Dropdown(value=BEAM_DEFAULT_DRAFT, interactive=True)
+            updates[p.status] = viz.safe_markdown(f"Beam search's exact rule runs the draft's own beam search, so the "
+                                                  f"draft must give distributions: the drafter is now {BEAM_DEFAULT_DRAFT} "
+                                                  "(the 004 rule takes any draft).")
         if method == "hierarchical" and ">" not in str(draft or ""):
             updates[p.draft] = gr.Dropdown(value=HIERARCHICAL_DEFAULT_DRAFT, interactive=True)
             updates[p.status] = viz.safe_markdown(f"A hierarchical draft is a chain, smallest first: the drafter is now "

@@ -1,0 +1,490 @@
+"""``beam``: beam search on the target, sped up by a draft (the reproduction report's Algorithm 2; Leviathan
+et al., Appendix A.4). Greedy (a search, like ``generate(num_beams=k, do_sample=False)``). Two rules:
+
+``exact`` (Leviathan et al. A.4): the draft runs its own beam search at width k for γ steps from the
+    target's beams; the target scores every draft beam in one forward per beam row; step j is accepted while
+    the target's own beam step from its beams gives the same k beams as the draft's step j. The first step
+    where they differ is the target's own (the correction), and after γ accepted steps the target adds one
+    more (the bonus). Every step taken is the target's own beam step, so the output is identical to beam
+    search on the target alone, which follows Hugging Face's rules (``TargetBeams``): 2k candidates per
+    step, an end-of-sequence candidate among the top k finishes with its log-probability / its length
+    (length penalty 1), the rest of the top k run on, the search stops when no running beam can beat the
+    worst of k finished ones (``early_stopping=False``) or at ``max_new_tokens``.
+``004`` (the reproduction report's Algorithm 2): each beam drafts γ tokens, the target verifies them with
+    speculative sampling (greedy: accept while the draft is the target's argmax), and the beam branches after
+    its accepted prefix into the k most likely tokens of p' = norm(max(0, p − q)) (greedy: p without the
+    refused token; p_{γ+1} after a full accept); of all candidates the k best by running log-probability
+    run on. Not beam search on the target: every beam takes the target's greedy path for its accepted
+    prefix and candidates of different lengths compete on raw log-probability. As printed, the algorithm
+    keeps one candidate per beam (k beams never form from one prompt) and adds only log p'(t) to a score;
+    here a beam branches into k candidates and a score is the target's log-probability of every token a
+    candidate gains, the running log-probability the report's text describes.
+
+Beams are scored with the target's log-softmax at temperature 1. Each beam row runs through a pool of
+single-sequence KV caches (``CachedForward``), one forward per row: a row reuses the cache that shares the
+longest prefix with it, so a branch recomputes only what differs (Hugging Face batches the k rows in one
+forward instead; on this CPU a forward of k rows costs about one of one row).
+
+The trace: ``output_ids`` is the best finished beam, and its rounds are that beam's history, so every
+single-sequence invariant of a trace holds for it: round r emits the tokens the best beam's ancestor gained
+in round r (accepted draft steps, then the target's correction or bonus step); ``drafted`` is the draft's
+beam along that ancestor. ``detail.beam`` keeps every beam of every step (``layers``, see ``check_round``),
+which the beam-tree view draws.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+
+import torch
+
+from ..drafts import make_drafter
+from ..engine.cache import CachedForward, common_prefix
+from ..engine.forward import full_forward
+from ..engine.trace import RoundTrace, Timing
+from ..errors import ExplorerError
+from ..run import Decoding
+from ..untrusted import Refused
+from ..engine.sampling import SamplingConfig
+from . import Method, Options, Request, option, register
+from .hierarchical import KEEP_DRAFTING
+
+MAX_WIDTH = 8  # beams: each costs one target forward per round here
+MAX_BEAM_GAMMA = 16  # draft steps per round: a round's record holds every beam of every step
+LENGTH_PENALTY = 1.0  # Hugging Face's default: a finished beam scores its log-probability / its length
+RULES = ("exact", "004")
+GREEDY = SamplingConfig(0.0)
+
+
+@dataclasses.dataclass(frozen=True)
+class BeamOptions(Options):
+    prefix = "beam_"
+    title = "Speculative beam search"
+
+    width: int = option(3, "beams kept per step", paper="004 Algorithm 2, k; Leviathan et al. A.4", symbol="k",
+                        low=1, high=MAX_WIDTH, label="beam width k", slider=(1, MAX_WIDTH, 1))
+    rule: str = option("exact", "exact: Leviathan et al. A.4, the draft's beam search checked step by step, output "
+                       "identical to beam search on the target; 004: the reproduction report's Algorithm 2, each beam "
+                       "verified by speculative sampling then branched (approximate)", choices=RULES,
+                       label="rule: exact (A.4) or 004 (approximate)")
+
+
+# -- beam search on the target, Hugging Face's rules --------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Node:
+    """A beam or a candidate: ``tokens`` it adds to its parent, its running log-probability ``score``."""
+
+    parent: int  # index into the previous layer's kept nodes (the first layer: 0, the prompt)
+    tokens: tuple[int, ...]
+    score: float
+    ids: tuple[int, ...]  # every generated token of the beam so far
+    kept: bool = False
+    finished: bool = False
+    probs: tuple[float, ...] = ()  # the target's probability of each of ``tokens``
+    accepted: int = 0  # (004) how many of ``tokens`` are accepted drafts
+    layer: tuple[int, int] = (0, 0)  # (round, layer in round): where it was made
+    index: int = 0  # its place in its layer's records
+
+    def record(self) -> dict:
+        return {"parent": self.parent, "tokens": list(self.tokens), "score": round(self.score, 4),
+                "kept": self.kept, "finished": self.finished}
+
+
+class TargetBeams:
+    """The running beams (best first) and the finished ones of a beam search, stepped by Hugging Face's
+    rules (``generate`` with ``num_beams=k``, ``do_sample=False``, ``length_penalty=1``,
+    ``early_stopping=False``; transformers' ``_beam_search``)."""
+
+    def __init__(self, k: int, eos: set[int], max_new: int):
+        self.k, self.eos, self.max_new = k, eos, max_new
+        self.running = [Node(0, (), 0.0, ())]
+        self.finished: list[tuple[float, Node]] = []  # (score / length, node), best first, at most k
+        self.improvable = True
+        self.done = False
+
+    @property
+    def length(self) -> int:
+        return len(self.running[0].ids)
+
+    def step(self, logprobs: torch.Tensor, where: tuple[int, int]) -> list[Node]:
+        """One step from the running beams, given the target's log-probabilities (beams, V) after each of
+        them; returns the candidates considered (kept ones first, in rank order, then the pruned)."""
+        scores = torch.tensor([b.score for b in self.running], dtype=torch.float32)[:, None] + logprobs.float()
+        vocab = logprobs.shape[1]
+        top, index = torch.topk(scores.flatten(), min(max(2, 1 + len(self.eos)) * self.k, scores.numel()))
+        length = self.length + 1
+        last = length >= self.max_new
+        normalised = (top / length ** LENGTH_PENALTY).tolist()
+        candidates, running = [], []
+        for rank, (score, i, norm) in enumerate(zip(top.tolist(), index.tolist(), normalised)):
+            parent, token = divmod(i, vocab)
+            node = Node(parent, (token,), score, self.running[parent].ids + (token,),
+                        probs=(math.exp(float(logprobs[parent, token])),), layer=where)
+            ends = token in self.eos or last
+            if ends and rank < self.k and self.improvable:
+                node.finished = True
+                self._finish(norm, node)
+            if not ends and len(running) < self.k:
+                node.kept = True
+                running.append(node)
+            candidates.append(node)
+        self.running = running
+        self._check_done(length, all(c.tokens[0] in self.eos or last for c in candidates))
+        return _in_order(candidates)
+
+    def select(self, candidates: list[Node]) -> list[Node]:
+        """Algorithm 2's selection over candidates of any length: by running log-probability, one that ends
+        (end-of-sequence, or ``max_new_tokens``) among the top k finishes with its score / its length, the
+        first k that do not end run on; the search stops as ``step``'s does."""
+        candidates.sort(key=lambda c: -c.score)  # stable: a beam's candidates stay in its order on a tie
+        running = []
+        for rank, c in enumerate(candidates):
+            ends = c.tokens[-1] in self.eos or len(c.ids) >= self.max_new
+            if ends and rank < self.k and self.improvable:
+                c.finished = True
+                self._finish(c.score / len(c.ids) ** LENGTH_PENALTY, c)
+            if not ends and len(running) < self.k:
+                c.kept = True
+                running.append(c)
+        self.running = running
+        if running:
+            self._check_done(len(running[0].ids), False)
+        else:
+            self.done = True
+        return _in_order(candidates)
+
+    def _finish(self, score: float, node: Node) -> None:
+        self.finished.append((score, node))
+        self.finished.sort(key=lambda f: -f[0])  # stable: an earlier finisher keeps its place on a tie
+        del self.finished[self.k:]
+
+    def _check_done(self, length: int, all_end: bool) -> None:
+        full = len(self.finished) == self.k
+        if self.running:
+            best = torch.tensor(self.running[0].score, dtype=torch.float32) / length ** LENGTH_PENALTY
+            self.improvable = self.improvable and (not full or float(best) > self.finished[-1][0])
+        self.done = not self.running or not self.improvable or all_end
+
+    def best(self) -> Node:
+        return self.finished[0][1] if self.finished else self.running[0]
+
+
+def _in_order(candidates: list[Node]) -> list[Node]:
+    """The kept candidates first (in rank order), then the pruned; each told its place."""
+    ordered = [c for c in candidates if c.kept] + [c for c in candidates if not c.kept]
+    for n, c in enumerate(ordered):
+        c.index = n
+    return ordered
+
+
+# -- the runners: single-sequence KV caches shared by the beams ---------------------------------------------
+
+
+class RunnerPool:
+    """Target forwards for beam rows through ``size`` KV caches; a row takes the cache that shares the
+    longest prefix with it (not one already used for this batch of rows while a fresh one is left)."""
+
+    def __init__(self, forward, device, size: int):
+        self.runners = [CachedForward(forward, device) for _ in range(size)]
+
+    def logprobs(self, rows: list[list[int]], n_logits: list[int]) -> list[torch.Tensor]:
+        """For each row, (n, V) log-probabilities after each of its last n positions."""
+        used: set[int] = set()
+        out = []
+        for row, n in zip(rows, n_logits):
+            free = [i for i in range(len(self.runners)) if i not in used] or list(range(len(self.runners)))
+            pick = max(free, key=lambda i: common_prefix(self.runners[i].ids, row))
+            used.add(pick)
+            out.append(self.runners[pick].logits(row, n).float().log_softmax(dim=-1))
+        return out
+
+    @property
+    def forwards(self) -> int:
+        return sum(r.forwards for r in self.runners)
+
+
+@dataclasses.dataclass
+class RoundRecord:
+    """What one round did, before the best beam is known (``_trace_rounds`` turns it into a RoundTrace)."""
+
+    layers: list[list[Node]]
+    kinds: list[str]  # per layer: accepted | corrected | bonus | target (no draft) | branch (004)
+    levels: list[list[tuple[tuple[int, ...], float, float]]]  # the draft's beams after j steps: (ids, q, p)
+    drafted_steps: int
+    target_forwards: int
+    draft_forwards: int
+    timing: Timing
+
+
+# -- the two rules -------------------------------------------------------------------------------------------
+
+
+class SpeculativeBeams:
+    def __init__(self, request: Request, options: BeamOptions, drafter):
+        target = request.target
+        self.target, self.options, self.drafter = target, options, drafter
+        self.prompt = list(request.prompt_ids)
+        self.gamma = min(request.settings.gamma, MAX_BEAM_GAMMA)
+        self.k = options.width
+        self.search = TargetBeams(self.k, set(target.eos_token_ids), request.settings.max_new_tokens)
+        self.pool = RunnerPool(full_forward(target.model), target.device, 2 * self.k)
+        self.rounds: list[RoundRecord] = []
+        self.rng = request.rng()
+
+    def run(self) -> list[RoundRecord]:
+        while not self.search.done:
+            self.rounds.append(self._exact_round() if self.options.rule == "exact" else self._004_round())
+        return self.rounds
+
+    def _draft_steps(self) -> int:
+        return max(0, min(self.gamma, self.search.max_new - self.search.length - 1))
+
+    # -- Leviathan et al. A.4 --------------------------------------------------------------------------
+
+    def _exact_round(self) -> RoundRecord:
+        r = len(self.rounds)
+        t0 = time.perf_counter()
+        draft_before = self.drafter.runner.forwards
+        depth = self._draft_steps()  # at most γ: the target adds one step more
+        levels = self._draft_beam_search(depth)  # levels[j]: the draft's beams after j steps (ids, q of last)
+        t1 = time.perf_counter()
+        # the target scores every draft beam's end: one row per beam that no deeper beam extends
+        ends = {ids for level in levels for ids, _ in level}
+        leaves = [ids for ids in ends if not any(len(o) > len(ids) and o[:len(ids)] == ids for o in ends)]
+        start_len = self.search.length
+        before = self.pool.forwards
+        found = self.pool.logprobs([self.prompt + list(ids) for ids in leaves],
+                                   [len(ids) - start_len + 1 for ids in leaves])  # from the start beam's end on
+        after: dict[tuple[int, ...], torch.Tensor] = {}  # beam ids → the target's log-probs after it
+        for ids, lp in zip(leaves, found):
+            for j in range(len(ids) - start_len + 1):
+                after.setdefault(ids[:start_len + j], lp[j])
+        t2 = time.perf_counter()
+        drafts = [[(ids, q, math.exp(float(after[ids[:-1]][ids[-1]]))) for ids, q in level] for level in levels[1:]]
+        layers, kinds = [], []
+        for j in range(1, depth + 2):
+            logprobs = torch.stack([after[b.ids] for b in self.search.running])
+            layers.append(self.search.step(logprobs, (r, j - 1)))
+            kept = {b.ids for b in self.search.running}
+            same = j <= depth and kept == {ids for ids, _ in levels[j]} and len(kept) == len(levels[j])
+            kinds.append("accepted" if same else "target" if depth == 0 else "bonus" if j == depth + 1 else "corrected")
+            if self.search.done or not same:
+                break
+        t3 = time.perf_counter()
+        return RoundRecord(layers, kinds, drafts, depth, self.pool.forwards - before,
+                           self.drafter.runner.forwards - draft_before, Timing(t1 - t0, t2 - t1, t3 - t2))
+
+    def _draft_beam_search(self, depth: int) -> list[list[tuple[tuple[int, ...], float]]]:
+        """The draft's beam search at width k for ``depth`` steps from the target's running beams, scored
+        from the target's running scores with the draft's log-probabilities (end-of-sequence candidates
+        leave it: the target decides what finishes). Level j: [(beam ids, q of its last token)]."""
+        runner, eos = self.drafter.runner, self.search.eos
+        beams = [(b.ids, b.score, 1.0) for b in self.search.running]
+        levels = [[(ids, q) for ids, _, q in beams]]
+        for _ in range(depth):
+            rows = [runner.logits(self.prompt + list(ids), 1)[0].float().log_softmax(dim=-1) for ids, _, _ in beams]
+            scores = torch.tensor([s for _, s, _ in beams])[:, None] + torch.stack(rows)
+            vocab = scores.shape[1]
+            top, index = torch.topk(scores.flatten(), min((1 + len(eos)) * self.k, scores.numel()))
+            nxt = []
+            for s, i in zip(top.tolist(), index.tolist()):
+                parent, token = divmod(i, vocab)
+                if token in eos:
+                    continue
+                nxt.append((beams[parent][0] + (token,), s, math.exp(float(rows[parent][token]))))
+                if len(nxt) == self.k:
+                    break
+            if not nxt:
+                break
+            beams = nxt
+            levels.append([(ids, q) for ids, _, q in beams])
+        return levels
+
+    # -- the reproduction report's Algorithm 2 ----------------------------------------------------------
+
+    def _004_round(self) -> RoundRecord:
+        r = len(self.rounds)
+        search, k = self.search, self.k
+        draft_s = verify_s = 0.0
+        t_start = time.perf_counter()
+        draft_before, before = self._draft_forwards(), self.pool.forwards
+        candidates, chains = [], []
+        for parent, beam in enumerate(search.running):
+            depth = max(0, min(self.gamma, search.max_new - len(beam.ids) - 1))
+            t0 = time.perf_counter()
+            proposal = self.drafter.propose(self.prompt + list(beam.ids), depth, GREEDY, self.rng, KEEP_DRAFTING) \
+                if depth else None
+            tokens = list(proposal.tokens) if proposal is not None else []
+            t1 = time.perf_counter()
+            lp = self.pool.logprobs([self.prompt + list(beam.ids) + tokens], [len(tokens) + 1])[0]  # (n+1, V)
+            draft_s, verify_s = draft_s + t1 - t0, verify_s + time.perf_counter() - t1
+            n = 0  # greedy speculative sampling: accept while the draft is the target's argmax, to an end
+            while n < len(tokens) and int(lp[n].argmax()) == tokens[n]:
+                n += 1
+                if tokens[n - 1] in search.eos:
+                    break
+            q = [float(proposal.q[i, t]) if proposal.q is not None else 1.0 for i, t in enumerate(tokens)]
+            p = [math.exp(float(lp[i, t])) for i, t in enumerate(tokens)]
+            chains.append([(beam.ids + tuple(tokens[:j + 1]), q[j], p[j]) for j in range(len(tokens))])
+            gained = beam.score + sum(float(lp[i, tokens[i]]) for i in range(n))
+            if n and tokens[n - 1] in search.eos:  # the accepted prefix ends the text: nothing to branch
+                candidates.append(Node(parent, tuple(tokens[:n]), gained, beam.ids + tuple(tokens[:n]),
+                                       probs=tuple(p[:n]), accepted=n, layer=(r, 0)))
+                continue
+            branch = lp[n].clone()
+            if n < len(tokens):
+                branch[tokens[n]] = -math.inf  # p' = norm(max(0, p − q)) for a point-mass q: p without the refused
+            for token in torch.topk(branch, k).indices.tolist():
+                added = tuple(tokens[:n]) + (token,)
+                candidates.append(Node(parent, added, gained + float(lp[n, token]), beam.ids + added,
+                                       probs=tuple(p[:n]) + (math.exp(float(lp[n, token])),), accepted=n,
+                                       layer=(r, 0)))
+        t_rank = time.perf_counter()
+        layer = search.select(candidates)
+        other = time.perf_counter() - t_rank + (t_rank - t_start - draft_s - verify_s)
+        levels = [[chain[j] for chain in chains if len(chain) > j] for j in range(max(map(len, chains), default=0))]
+        return RoundRecord([layer], ["branch"], levels, self.gamma, self.pool.forwards - before,
+                           self._draft_forwards() - draft_before, Timing(draft_s, verify_s, other))
+
+    def _draft_forwards(self) -> int:
+        runner = getattr(self.drafter, "runner", None)
+        return runner.forwards if runner is not None else 0
+
+
+
+# -- the trace: the best beam's history ------------------------------------------------------------------
+
+
+def trace_rounds(records: list[RoundRecord], search: TargetBeams, prompt_len: int, rule: str, width: int):
+    """One ``RoundTrace`` per round, telling the best finished beam's history (see the module's doc)."""
+    layers = [(r, j) for r, rec in enumerate(records) for j in range(len(rec.layers))]
+    kept = [[c for c in records[r].layers[j] if c.kept] for r, j in layers]
+    path: dict[tuple[int, int], Node] = {}
+    if records:
+        node = search.best()
+        g = layers.index(node.layer)
+        while True:
+            path[layers[g]] = node
+            if g == 0:
+                break
+            node, g = kept[g - 1][node.parent], g - 1
+    best_ids = search.best().ids if records else ()
+    context, start = prompt_len, ()
+    for r, rec in enumerate(records):
+        nodes = [path[(r, j)] for j in range(len(rec.layers)) if (r, j) in path]
+        emitted = tuple(t for n in nodes for t in n.tokens)
+        probs = tuple(p for n in nodes for p in n.probs)
+        drafted, q, p = _lineage(rec.levels, start, best_ids) if nodes else ((), (), ())
+        if rule == "exact":
+            n_accepted = sum(rec.kinds[j] == "accepted" for j in range(len(nodes)))
+            last = rec.kinds[len(nodes) - 1] if len(nodes) > n_accepted else None
+        else:
+            n_accepted = nodes[0].accepted if nodes else 0
+            last = None if len(emitted) == n_accepted else "bonus" if n_accepted == len(drafted) else "corrected"
+        kind = {"corrected": "corrected", "bonus": "bonus", "target": "target"}.get(last)
+        rejected = n_accepted if kind == "corrected" and n_accepted < len(drafted) else None
+        detail = {"beam": {"rule": rule, "width": width, "drafted_steps": rec.drafted_steps, "kinds": rec.kinds,
+                           "layers": [[n.record() for n in layer] for layer in rec.layers],
+                           "best": [path[(r, j)].index if (r, j) in path else -1 for j in range(len(rec.layers))]}}
+        yield RoundTrace(
+            index=r, context_len=context, drafted=tuple(drafted), q_drafted=tuple(q), p_drafted=tuple(p),
+            n_accepted=n_accepted, emitted=emitted, emitted_kind=("accepted",) * n_accepted + ((kind,) if kind else ()),
+            p_emitted=probs, event="rejected" if rejected is not None else "all-accepted" if drafted else "no-draft",
+            timing=rec.timing, rejected_at=rejected, draft_forwards=rec.draft_forwards,
+            target_forwards=rec.target_forwards, detail=detail), 0.0
+        context += len(emitted)
+        start += emitted
+
+
+def _lineage(levels, start: tuple[int, ...], best: tuple[int, ...]):
+    """The draft's tokens from ``start`` along the best beam where the draft has it, then along the draft's
+    best-ranked beams: (tokens, q, p)."""
+    ids, tokens, qs, ps = start, [], [], []
+    for level in levels:
+        children = [c for c in level if c[0][:len(ids)] == ids and len(c[0]) == len(ids) + 1]
+        if not children:
+            break
+        child = next((c for c in children if best[:len(c[0])] == c[0]), children[0])
+        ids = child[0]
+        tokens.append(ids[-1])
+        qs.append(round(child[1], 6))
+        ps.append(round(child[2], 6))
+    return tokens, qs, ps
+
+
+# -- the method ----------------------------------------------------------------------------------------
+
+
+def start(request: Request, options: BeamOptions) -> Decoding:
+    if not request.sampling.greedy:
+        raise ExplorerError("beam search here is a search, like generate(num_beams=k, do_sample=False): set temperature 0")
+    drafter = make_drafter(request.draft, request.target, request.load)
+    if options.rule == "exact" and getattr(drafter, "runner", None) is None:
+        raise ExplorerError(f"the exact rule runs the draft's own beam search, so it needs a draft with "
+                            f"distributions (model:<name> or early-exit:N), not {drafter.spec}")
+    settings = dataclasses.replace(request.settings, controller="fixed", gamma=min(request.settings.gamma, MAX_BEAM_GAMMA),
+                                   options=options.as_dict())
+
+    def rounds():
+        search = SpeculativeBeams(request, options, drafter)
+        records = search.run()
+        yield from trace_rounds(records, search.search, len(request.prompt_ids), options.rule, options.width)
+
+    return Decoding(request.target, "beam", drafter.spec, settings, request.prompt_ids, request.prompt, rounds(),
+                    drafter.about, lossy=options.rule == "004")
+
+
+def check_round(data: dict, path: str) -> None:
+    """A loaded round's ``detail.beam``: what the beam-tree view reads, of its kinds and sizes."""
+    beam = data.get("detail", {}).get("beam")
+    if beam is None:
+        return
+    where = f"{path}.detail.beam"
+    if not isinstance(beam, dict) or beam.get("rule") not in RULES or not _whole(beam.get("width"), 1, MAX_WIDTH):
+        raise Refused(f"{where} must name its rule ({', '.join(RULES)}) and a width from 1 to {MAX_WIDTH}")
+    layers, kinds, best = beam.get("layers"), beam.get("kinds"), beam.get("best")
+    if not (isinstance(layers, list) and 1 <= len(layers) <= MAX_BEAM_GAMMA + 1):
+        raise Refused(f"{where}.layers must be a list of 1 to {MAX_BEAM_GAMMA + 1} steps")
+    if not (isinstance(kinds, list) and len(kinds) == len(layers) and all(k in LAYER_KINDS for k in kinds)):
+        raise Refused(f"{where}.kinds must name one of {', '.join(LAYER_KINDS)} per step")
+    if not (isinstance(best, list) and len(best) == len(layers)):
+        raise Refused(f"{where}.best must hold one index per step")
+    for i, (layer, on_best) in enumerate(zip(layers, best)):
+        if not (isinstance(layer, list) and 1 <= len(layer) <= MAX_WIDTH * MAX_WIDTH):
+            raise Refused(f"{where}.layers[{i}] must list 1 to {MAX_WIDTH * MAX_WIDTH} candidates")
+        if not _whole(on_best, -1, len(layer) - 1):
+            raise Refused(f"{where}.best[{i}] must be -1 or a candidate's index")
+        for n, node in enumerate(layer):
+            ok = isinstance(node, dict) and _whole(node.get("parent"), 0, MAX_WIDTH * MAX_WIDTH) \
+                and isinstance(node.get("tokens"), list) and 1 <= len(node["tokens"]) <= MAX_BEAM_GAMMA + 1 \
+                and all(_whole(t, 0, 2**31 - 1) for t in node["tokens"]) \
+                and isinstance(node.get("score"), (int, float)) and not isinstance(node.get("score"), bool) \
+                and math.isfinite(node["score"]) and abs(node["score"]) < 1e9 \
+                and isinstance(node.get("kept"), bool) and isinstance(node.get("finished"), bool)
+            if not ok:
+                raise Refused(f"{where}.layers[{i}][{n}] must be a candidate: parent index, 1 to "
+                              f"{MAX_BEAM_GAMMA + 1} token ids, a finite score, kept and finished flags")
+
+
+LAYER_KINDS = ("accepted", "corrected", "bonus", "target", "branch")
+
+
+def _whole(value, low: int, high: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
+register(Method(
+    name="beam",
+    summary="speculative beam search: exact (Leviathan et al. A.4: the draft's beam search checked step by step, "
+            "identical to beam search on the target) or 004 (the reproduction's Algorithm 2, approximate); greedy",
+    lossy=False,
+    options=BeamOptions,
+    start=start,
+    controller=False,
+    gamma=True,  # the draft's steps per round; no controller chooses them
+    check_round=check_round,
+))
