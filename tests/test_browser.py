@@ -172,6 +172,36 @@ def test_run_watch_and_step_through_rounds(page):
     }, indent=2))
 
 
+def test_controls_answer_the_keyboard_and_follow_the_decode(page):
+    # the theory sliders answer the arrow keys, not only a mouse release
+    curves = "() => JSON.stringify(document.querySelector('#theory-plot .js-plotly-plot').data.map(t => t.y))"
+    expect(page.locator("#theory-plot .js-plotly-plot")).to_have_count(1, timeout=30_000)
+    before = page.evaluate(curves)
+    page.locator("#theory-alpha input[type=range]").focus()
+    page.keyboard.press("ArrowRight")
+    page.wait_for_function(f"b => ({curves})() !== b", arg=before, timeout=30_000)
+    # the tables of figures keep each number on one line; method views have a thin light frame
+    assert page.evaluate("() => getComputedStyle(document.querySelector('#compare-table td')).whiteSpace") == "nowrap"
+    frame = page.evaluate("() => { const s = getComputedStyle(document.querySelector('#view-box-acceptance'));"
+                          " return [s.borderTopWidth, s.borderTopColor]; }")
+    assert frame == ["1px", "rgb(229, 231, 235)"]
+    # Run is greyed out while its decode runs (a second click would queue a second decode) and comes back
+    set_number(page, "max-new-tokens", 24)
+    page.click("#run")
+    expect(page.locator("#run")).to_be_disabled()
+    wait_status(page, "stop:")
+    expect(page.locator("#run")).to_be_enabled()
+    # what a method does not use is hidden: γ and the controller for bita
+    page.locator("#method input").click()
+    page.get_by_role("option", name="bita", exact=True).click()
+    expect(page.locator("#gamma")).to_be_hidden()
+    expect(page.locator("#controller")).to_be_hidden()
+    page.locator("#method input").click()
+    page.get_by_role("option", name="speculative", exact=True).click()
+    expect(page.locator("#gamma")).to_be_visible()
+    expect(page.locator("#controller")).to_be_visible()
+
+
 def test_stop_keeps_what_was_decoded(page):
     set_number(page, "max-new-tokens", 400)
     page.click("#run")
@@ -236,7 +266,8 @@ def test_bad_values_get_one_whole_line_and_the_page_keeps_working(page):
     expect(page.locator("#draft input")).to_have_value("early-exit:8")
     assert "BiLD's small model must give distributions" in status(page)
     assert "(model:<name> works too)" in status(page)  # written as text: nothing after <name> is lost
-    expect(page.locator("#gamma input")).to_be_disabled()  # BiLD caps its own turns: γ does not apply
+    expect(page.locator("#gamma")).to_be_hidden()  # BiLD caps its own turns: γ does not apply, so it is hidden
+    expect(page.locator("#controller")).to_be_hidden()
 
 
 def test_bild_run_shows_its_views_and_agreement_and_the_sweep_draws(page):

@@ -147,7 +147,7 @@ def test_the_page_shows_the_views_for_a_ts_trace(cali_trace):
     with gr.Blocks():
         slots = build_view_slots()
     updates = slot_updates(slots, cali_trace, 1)
-    shown = {s.view.name for s in slots if updates[s.box].visible}
+    shown = {s.view.name for s in slots if updates[s.box].visible is True}  # else "hidden"
     assert TS_VIEWS <= shown and "controller" not in shown
     for s in slots:
         if s.view.name in TS_VIEWS:

@@ -156,12 +156,14 @@ def _wire(p: Page, h: Handlers) -> None:
     stepping = [p.trace_state, p.round_slider]
     play_outputs = [p.timer, p.play_btn, p.playing, p.round_slider, *p.round_views()]
     quiet = {"show_progress": "hidden", "api_visibility": "private"}
-    p.run_btn.click(
+    # Run is greyed out while its decode runs (a second click would queue a second decode behind it) and
+    # comes back when the decode ends, however it ends (``then`` follows success, error and Stop alike)
+    p.run_btn.click(lambda: gr.Button(interactive=False), outputs=[p.run_btn], queue=False, **quiet).then(
         h.run,
         inputs=p.run_inputs(),
         outputs=p.everything(), concurrency_limit=DECODE_CONCURRENCY, concurrency_id="decode",
         show_progress="minimal", show_progress_on=[p.status], api_visibility="private",
-    )
+    ).then(lambda: gr.Button(interactive=True), outputs=[p.run_btn], queue=False, **quiet)
     # Not queued: a Stop must get through while this session's decode holds its place in the queue.
     p.stop_btn.click(h.stop, inputs=[p.status], outputs=[p.status], queue=False, **quiet)
     # `input` (not `change`): fired by the user's drag, click, arrow keys or number box, never by the
@@ -172,8 +174,8 @@ def _wire(p: Page, h: Handlers) -> None:
     p.refusal_btn.click(h.next_refusal, inputs=stepping, outputs=[p.round_slider, *p.round_views()], **quiet)
     p.play_btn.click(h.toggle_play, inputs=[*stepping, p.playing], outputs=play_outputs, **quiet)
     p.timer.tick(h.tick, inputs=stepping, outputs=play_outputs, **quiet)
-    for slider in theory_inputs:
-        slider.release(h.theory, inputs=[*theory_inputs, p.trace_state], outputs=[p.theory],
+    for slider in theory_inputs:  # `input`: drags, clicks and the arrow keys (`release` missed the keys)
+        slider.input(h.theory, inputs=[*theory_inputs, p.trace_state], outputs=[p.theory],
                        trigger_mode="always_last", **quiet)
     p.method.change(h.method_changed, inputs=[p.method, p.model, p.draft],
                     outputs=[p.banner, p.draft, p.controller, p.gamma, p.status, *p.options.boxes.values()], **quiet)
