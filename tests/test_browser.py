@@ -180,6 +180,9 @@ def test_controls_answer_the_keyboard_and_follow_the_decode(page):
     page.locator("#theory-alpha input[type=range]").focus()
     page.keyboard.press("ArrowRight")
     page.wait_for_function(f"b => ({curves})() !== b", arg=before, timeout=30_000)
+    # the optimal-γ log axis labels powers of two, each once (Plotly's own ticks overlapped)
+    ticks = page.locator("#theory-plot g.y2tick text").all_text_contents()
+    assert len(ticks) >= 3 and len(set(ticks)) == len(ticks) and set(ticks) <= {"1", "2", "4", "8", "16", "32", "64"}
     # the tables of figures keep each number on one line; method views have a thin light frame
     assert page.evaluate("() => getComputedStyle(document.querySelector('#compare-table td')).whiteSpace") == "nowrap"
     frame = page.evaluate("() => { const s = getComputedStyle(document.querySelector('#view-box-acceptance'));"

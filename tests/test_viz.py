@@ -288,6 +288,10 @@ def test_theory_curves_match_explorer_theory():
         for a, g in list(zip(curve.x, curve.y))[::17]:
             assert g == theory.optimal_gamma(a, c, max_gamma=32)
     assert {"speedup over autoregressive (×)", "optimal γ (tokens)", "operations (× autoregressive)"} <= set(axis_titles(fig, "yaxis"))
+    log_axis = fig.layout.yaxis2  # optimal γ: its own ticks, every curve's values within them
+    assert log_axis.type == "log" and list(log_axis.tickvals) == [1, 2, 4, 8, 16, 32, 64]
+    assert list(log_axis.ticktext) == ["1", "2", "4", "8", "16", "32", "64"]
+    assert max(max(curve.y) for curve in curves) <= 64
 
 
 def test_theory_places_the_run_with_predicted_and_measured_speedup(lookup, ar):

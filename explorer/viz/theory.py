@@ -94,10 +94,15 @@ def theory_figure(alpha: float, c: float, c_hat: float, trace=None, baseline=Non
     fig.update_xaxes(title_text="γ (drafted tokens per round)", dtick=2, row=1, col=1)
     fig.update_yaxes(title_text="speedup over autoregressive (×)", rangemode="tozero", row=1, col=1)
     fig.update_xaxes(title_text="α (acceptance rate)", range=[0, 1], row=1, col=2)
-    fig.update_yaxes(title_text="optimal γ (tokens)", type="log", row=1, col=2)
+    # a log axis with its own ticks: Plotly's own put 2…9 under each decade, overlapping and unlabelled
+    fig.update_yaxes(title_text="optimal γ (tokens)", type="log", row=1, col=2, tickvals=LOG_TICKS,
+                     ticktext=[str(t) for t in LOG_TICKS], minor={"showgrid": False})
     fig.update_xaxes(title_text="γ (drafted tokens per round)", dtick=2, row=1, col=3)
     fig.update_yaxes(title_text="operations (× autoregressive)", rangemode="tozero", row=1, col=3)
     return base_layout(fig, title, height=470, legend_below=True)
+
+
+LOG_TICKS = (1, 2, 4, 8, 16, 32, 64)
 
 
 def _add_run(fig: go.Figure, trace, baseline, gammas, c_hat: float) -> str:
