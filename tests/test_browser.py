@@ -205,6 +205,30 @@ def test_controls_answer_the_keyboard_and_follow_the_decode(page):
     expect(page.locator("#controller")).to_be_visible()
 
 
+def test_a_round_chosen_while_decoding_stays_on_screen(page):
+    caption = page.locator("#tokens .tok-caption")
+    page.locator("#prompt textarea").fill("Write a long story about a dragon and a lighthouse keeper, at least 400 words.")
+    page.locator("#method input").click()
+    page.get_by_role("option", name="ar", exact=True).click()  # one round per token: many rounds
+    set_number(page, "max-new-tokens", 240)
+    page.click("#run")
+    page.wait_for_function(  # live: the page follows the newest round, "Round n of n"
+        "() => { const m = (document.querySelector('#tokens .tok-caption') || {innerText: ''}).innerText"
+        ".match(/Round (\\d+) of (\\d+)/); return m && m[1] === m[2] && +m[1] >= 3; }", timeout=DECODE_TIMEOUT_MS)
+    page.click("#prev-round")
+    page.wait_for_function(  # the step landed: a round before the newest
+        "() => { const m = document.querySelector('#tokens .tok-caption').innerText.match(/Round (\\d+) of (\\d+)/);"
+        " return m && +m[1] < +m[2]; }", timeout=30_000)
+    chosen = int(caption.inner_text().split()[1])
+    seen = page.locator("#status").inner_text()
+    page.wait_for_function("s => document.querySelector('#status').innerText !== s", arg=seen, timeout=30_000)
+    expect(caption).to_contain_text(f"Round {chosen} of")  # later live updates did not pull it back
+    wait_status(page, "stop:")
+    expect(caption).to_contain_text(f"Round {chosen} of")  # nor did the end of the run
+    total = int(page.locator("#round-slider input[type=number]").get_attribute("max") or 0)
+    assert total > chosen  # the slider's range grew to every round
+
+
 def test_stop_keeps_what_was_decoded(page):
     set_number(page, "max-new-tokens", 400)
     page.click("#run")

@@ -93,11 +93,12 @@ class Handlers:
                     last_plots = now if plots else last_plots
                     status = (f"⏳ Decoding… round {r.index + 1} · {trace.summary.new_tokens} / "
                               f"{options['max_new_tokens']} tokens · {now - started:.1f} s")
-                    yield self._live(trace, baseline, status, plots, first=r.index == 0)
+                    yield self._live(trace, baseline, status, plots, first=r.index == 0,
+                                     following=not STOPS.stepped(session))
             trace = decoding.trace()
             BASELINES.put(trace)
             baseline = BASELINES.get(trace)
-            yield self._finished(trace, baseline, alpha, c, c_hat, session)
+            yield self._finished(trace, baseline, alpha, c, c_hat, session, keep_round=STOPS.stepped(session))
             if baseline is None and trace.summary.stop_reason != "stopped" and trace.rounds:
                 yield from self._measure_baseline(trace, alpha, c, c_hat, session)
         except explorer.ExplorerError as err:
@@ -142,32 +143,34 @@ class Handlers:
 
     # -- what a trace shows -------------------------------------------------------------------------
 
-    def _live(self, trace, baseline, status: str, plots: bool, first: bool) -> dict:
-        """While decoding: the token view and the slider follow the newest round; the plots (the
-        costly part) only every ``LIVE_PLOTS_EVERY_S``."""
+    def _live(self, trace, baseline, status: str, plots: bool, first: bool, following: bool = True) -> dict:
+        """While decoding: the token view and the slider follow the newest round — until the user steps
+        to a round (``following`` off): then only the slider's range grows and the page stays on that
+        round. The plots (the costly part) only every ``LIVE_PLOTS_EVERY_S``."""
         p = self.page
         n = len(trace.rounds)
-        updates = {
-            p.trace_state: trace,
-            p.round_slider: _slider(n),
-            p.tokens: viz.token_html(trace, n - 1),
-            p.status: status,
-        }
+        updates = {p.trace_state: trace, p.status: status}
+        if following:
+            updates.update({p.round_slider: _slider(n), p.tokens: viz.token_html(trace, n - 1)})
+        else:
+            updates[p.round_slider] = gr.Slider(maximum=max(n, 2))
         if first:
             updates[p.banner] = viz.method_banner(trace.method, explorer.METHODS.get(trace.method))
             updates.update(self._pause())
         if plots:
             updates[p.latency] = viz.latency_figure(trace, baseline)
-            updates.update(self._round(trace, n - 1))
+            if following:
+                updates.update(self._round(trace, n - 1))
         return updates
 
-    def _finished(self, trace, baseline, alpha, c, c_hat, session: str) -> dict:
+    def _finished(self, trace, baseline, alpha, c, c_hat, session: str, keep_round: bool = False) -> dict:
         """A whole trace on the page: state, every view at the round it opens on (the first refusal:
-        ``viz.opening_round``), and its file to download."""
+        ``viz.opening_round``; with ``keep_round``, the round the user stepped to while it decoded, whose
+        views already show), and its file to download."""
         p = self.page
         n = len(trace.rounds)
         opening = viz.opening_round(trace)
-        return {
+        updates = {
             p.trace_state: trace,
             p.round_slider: _slider(n, opening + 1),
             p.banner: viz.method_banner(trace.method, explorer.METHODS.get(trace.method)),
@@ -175,8 +178,12 @@ class Handlers:
             p.theory: viz.theory_figure(alpha, c, c_hat, trace, baseline),
             p.status: viz.run_summary(trace, baseline),
             p.download: gr.DownloadButton(value=str(write_trace_file(trace, session)), interactive=True),
-            **self._round(trace, opening),
         }
+        if keep_round:  # rounds are immutable: the views drawn for the user's round stay true
+            updates[p.round_slider] = gr.Slider(maximum=max(n, 2), interactive=n > 0)
+        else:
+            updates.update(self._round(trace, opening))
+        return updates
 
     def _round(self, trace, index: int) -> dict:
         p = self.page
@@ -194,8 +201,9 @@ class Handlers:
 
     # -- stepping through rounds --------------------------------------------------------------------
 
-    def show_round(self, trace, value):
+    def show_round(self, trace, value, request: gr.Request):
         """The user moved the slider: redraw the token view, the round detail and the method views."""
+        STOPS.step(session_id(request))
         if trace is None or not trace.rounds:
             return {}
         return self._round(trace, _round_index(trace, value))
@@ -207,8 +215,9 @@ class Handlers:
         index = min(max(_round_index(trace, value) + delta, 0), len(trace.rounds) - 1)
         return {self.page.round_slider: index + 1, **self._round(trace, index)}
 
-    def next_refusal(self, trace, value):
+    def next_refusal(self, trace, value, request: gr.Request):
         """Jump to the next round where a draft was refused (or rolled back), wrapping to the first."""
+        STOPS.step(session_id(request))
         if trace is None or not trace.rounds:
             return {}
         index = viz.next_refusal(trace, _round_index(trace, value))
@@ -217,10 +226,12 @@ class Handlers:
             return {}
         return {self.page.round_slider: index + 1, **self._round(trace, index)}
 
-    def previous_round(self, trace, value):
+    def previous_round(self, trace, value, request: gr.Request):
+        STOPS.step(session_id(request))
         return self.step(trace, value, -1)
 
-    def next_round(self, trace, value):
+    def next_round(self, trace, value, request: gr.Request):
+        STOPS.step(session_id(request))
         return self.step(trace, value, +1)
 
     def toggle_play(self, trace, value, playing):

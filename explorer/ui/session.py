@@ -1,4 +1,5 @@
-"""Per-browser-session signals that must reach a running handler: the Stop button's request."""
+"""Per-browser-session signals that must reach a running handler: the Stop button's request, and whether
+the user stepped to a round while the decode runs (then the page stops following the newest round)."""
 
 from __future__ import annotations
 
@@ -11,17 +12,30 @@ class StopRequests:
     def __init__(self):
         self._running: set[str] = set()
         self._pending: set[str] = set()
+        self._stepped: set[str] = set()
         self._lock = threading.Lock()
 
     def begin(self, session: str) -> None:
         with self._lock:
             self._running.add(session)
             self._pending.discard(session)
+            self._stepped.discard(session)
 
     def end(self, session: str) -> None:
         with self._lock:
             self._running.discard(session)
             self._pending.discard(session)
+            self._stepped.discard(session)
+
+    def step(self, session: str) -> None:
+        """The user chose a round: while this session decodes, its page stays on that round."""
+        with self._lock:
+            if session in self._running:
+                self._stepped.add(session)
+
+    def stepped(self, session: str) -> bool:
+        with self._lock:
+            return session in self._stepped
 
     def request(self, session: str) -> bool:
         """Ask the session's decode to stop; False when it has none running."""
