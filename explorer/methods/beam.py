@@ -41,13 +41,14 @@ import time
 import torch
 
 from ..drafts import make_drafter
+from ..engine.acceptance import greedy_accept
 from ..engine.cache import CachedForward, common_prefix
 from ..engine.forward import full_forward
+from ..engine.sampling import SamplingConfig
 from ..engine.trace import RoundTrace, Timing
 from ..errors import ExplorerError
 from ..run import Decoding
 from ..untrusted import Refused
-from ..engine.sampling import SamplingConfig
 from . import Method, Options, Request, option, register
 from .hierarchical import KEEP_DRAFTING
 
@@ -209,7 +210,7 @@ class RunnerPool:
 
 @dataclasses.dataclass
 class RoundRecord:
-    """What one round did, before the best beam is known (``_trace_rounds`` turns it into a RoundTrace)."""
+    """What one round did, before the best beam is known (``trace_rounds`` turns it into a RoundTrace)."""
 
     layers: list[list[Node]]
     kinds: list[str]  # per layer: accepted | corrected | bonus | target (no draft) | branch (004)
@@ -224,9 +225,11 @@ class RoundRecord:
 
 
 class SpeculativeBeams:
+    """One run of beam search on the request's target with ``drafter``, round by round under the chosen rule."""
+
     def __init__(self, request: Request, options: BeamOptions, drafter):
         target = request.target
-        self.target, self.options, self.drafter = target, options, drafter
+        self.options, self.drafter = options, drafter
         self.prompt = list(request.prompt_ids)
         self.gamma = min(request.settings.gamma, MAX_BEAM_GAMMA)
         self.k = options.width
@@ -319,14 +322,12 @@ class SpeculativeBeams:
             proposal = self.drafter.propose(self.prompt + list(beam.ids), depth, GREEDY, self.rng, KEEP_DRAFTING) \
                 if depth else None
             tokens = list(proposal.tokens) if proposal is not None else []
+            end = next((i for i, t in enumerate(tokens) if t in search.eos), None)
+            tokens = tokens if end is None else tokens[: end + 1]  # nothing after the end is verified
             t1 = time.perf_counter()
             lp = self.pool.logprobs([self.prompt + list(beam.ids) + tokens], [len(tokens) + 1])[0]  # (n+1, V)
             draft_s, verify_s = draft_s + t1 - t0, verify_s + time.perf_counter() - t1
-            n = 0  # greedy speculative sampling: accept while the draft is the target's argmax, to an end
-            while n < len(tokens) and int(lp[n].argmax()) == tokens[n]:
-                n += 1
-                if tokens[n - 1] in search.eos:
-                    break
+            n = greedy_accept(lp.argmax(dim=-1).tolist(), tokens).n_accepted  # speculative sampling, greedy
             q = [float(proposal.q[i, t]) if proposal.q is not None else 1.0 for i, t in enumerate(tokens)]
             p = [math.exp(float(lp[i, t])) for i, t in enumerate(tokens)]
             chains.append([(beam.ids + tuple(tokens[:j + 1]), q[j], p[j]) for j in range(len(tokens))])
