@@ -188,6 +188,10 @@ def test_controls_answer_the_keyboard_and_follow_the_decode(page):
     frame = page.evaluate("() => { const s = getComputedStyle(document.querySelector('#view-box-acceptance'));"
                           " return [s.borderTopWidth, s.borderTopColor]; }")
     assert frame == ["1px", "rgb(229, 231, 235)"]
+    heavy = page.evaluate("() => [...document.querySelectorAll('#view-box-acceptance *')].filter(e => {"
+                          " const s = getComputedStyle(e); return s.borderTopStyle !== 'none' && parseFloat(s.borderTopWidth) > 1;"
+                          " }).map(e => e.id || e.className)")
+    assert heavy == []  # nothing inside draws a heavier frame (the plot's own block drew 3 px dark)
     # Run is greyed out while its decode runs (a second click would queue a second decode) and comes back
     set_number(page, "max-new-tokens", 24)
     page.click("#run")

@@ -22,6 +22,7 @@ PAGE_CSS = """
 .section-title h3 { margin: 10px 0 0; }
 /* method views framed like every other block: a thin light border, not the theme's heavy group frame */
 .method-view { border: 1px solid #e5e7eb !important; border-radius: 8px !important; box-shadow: none !important; }
+.method-view .block { border-width: 0 !important; box-shadow: none !important; }  /* the view's own block drew it, 3 px dark */
 /* tables of figures: a number never breaks across lines; a wide table scrolls sideways */
 #compare-table table, #bild-sweep-table table, #lab-table table { display: block; overflow-x: auto; }
 #compare-table td, #compare-table th, #bild-sweep-table td, #bild-sweep-table th, #lab-table td, #lab-table th {
