@@ -161,6 +161,13 @@ def test_run_watch_and_step_through_rounds(page):
 
     wait_status(page, "measured ×")  # the autoregressive baseline ran once for these settings
     expect(page.locator("#latency-plot")).to_contain_text("measured speedup")
+    # the status speaks plain words; the symbols wait folded; the speed is explained from the run's numbers
+    expect(page.locator("#status")).to_contain_text("drafted tokens accepted")
+    expect(page.locator("#status details.in-symbols")).not_to_have_attribute("open", "")
+    expect(page.locator("#why-speed")).to_contain_text("plain steps")
+    expect(page.locator("#why-speed")).to_contain_text("than plain decoding")
+    page.click("#glossary button, #glossary .label-wrap")
+    expect(page.locator("#glossary")).to_contain_text("residual")
     set_number(page, "round-slider", chosen.index + 1)
     expect(page.locator("#tokens .tok-caption")).to_contain_text(f"Round {chosen.index + 1} of")
     ARTIFACTS.mkdir(exist_ok=True)

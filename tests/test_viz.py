@@ -343,8 +343,8 @@ def test_a_new_method_plugs_in_with_one_registration(sampled):
 def test_run_summary_reports_speed_acceptance_and_speedups(lookup, ar):
     text = viz.run_summary(lookup, ar)
     # Names pass safe_markdown: Markdown punctuation arrives backslash-escaped and renders as typed.
-    assert "prompt\\-lookup:3" in text and "tokens/s" in text and "α̂ 0.18" in text
-    assert "predicted ×1.22" in text and "measured ×" in text and "end of sequence" in text
+    assert "prompt\\-lookup:3" in text and "tokens/s" in text and "α̂</abbr> 0.18" in text
+    assert "predicted</abbr> ×1.22" in text and "measured ×" in text and "end of sequence" in text
 
 
 def test_a_run_opens_on_its_first_refusal_and_steps_between_refusals(ar, lookup, sampled):

@@ -298,7 +298,7 @@ def test_summary_shows_eesd_metrics_with_their_meaning_when_present():
     assert "HM</abbr> 0.44" in text and "v_d</abbr> 0.50" in text and "r_d</abbr> 0.40" in text
     assert "×1.37" in text and "eq. 11" in text and "harmonic mean" in text
     plain = viz.run_summary(make_trace("beta-ts", PLAN))
-    assert "HM" not in plain and "<abbr" not in plain
+    assert "HM</abbr>" not in plain and "v_d</abbr>" not in plain and "eq. 14" not in plain
     partial = viz.run_summary(make_trace("beta-ts", PLAN, v_d=0.0, r_d=0.0, hm=None, eq14_speedup=None))
     assert "v_d</abbr> 0.00" in partial and "HM" not in partial  # zero is a value, None is absent
     undefined = viz.run_summary(make_trace("beta-ts", PLAN, v_d=0.0, r_d=0.0, hm=0.0, eq14_speedup=float("nan")))

@@ -139,6 +139,7 @@ class Handlers:
             p.latency: viz.latency_figure(trace, baseline),
             p.theory: viz.theory_figure(alpha, c, c_hat, trace, baseline),
             p.status: viz.run_summary(trace, baseline),
+            p.why: viz.speed_explanation(trace, baseline),
         }
 
     # -- what a trace shows -------------------------------------------------------------------------
@@ -156,6 +157,7 @@ class Handlers:
             updates[p.round_slider] = gr.Slider(maximum=max(n, 2))
         if first:
             updates[p.banner] = viz.method_banner(trace.method, explorer.METHODS.get(trace.method))
+            updates[p.why] = "**Why this speed** is explained here when the run ends."
             updates.update(self._pause())
         if plots:
             updates[p.latency] = viz.latency_figure(trace, baseline)
@@ -177,6 +179,7 @@ class Handlers:
             p.latency: viz.latency_figure(trace, baseline),
             p.theory: viz.theory_figure(alpha, c, c_hat, trace, baseline),
             p.status: viz.run_summary(trace, baseline),
+            p.why: viz.speed_explanation(trace, baseline),
             p.download: gr.DownloadButton(value=str(write_trace_file(trace, session)), interactive=True),
         }
         if keep_round:  # rounds are immutable: the views drawn for the user's round stay true

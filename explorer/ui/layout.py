@@ -1,8 +1,8 @@
 """The page: where its components go (``Page`` names them) and the events that connect them to ``Handlers``.
 
-Sections: Run (prompt, model, method, drafter, γ / controller, sampling, length, seed; Run / Stop),
-the token view with the round stepper, the round detail, latency, theory, the method views (one slot
-per registered view) and trace files. Element ids named in the project's contract are kept stable:
+Sections: Run (prompt, model, method, drafter, γ / controller, sampling, length, seed; Run / Stop; the
+glossary), the token view with the round stepper, the round detail, latency and why the run had its
+speed, theory, the method views (one slot per registered view) and trace files. Element ids named in the project's contract are kept stable:
 ``prompt``, ``run``, ``stop``, ``round-slider``, ``tokens``, ``round-detail``, ``latency-plot``,
 ``theory-plot``, ``trace-download``, ``trace-upload``.
 """
@@ -19,6 +19,7 @@ from explorer.engine.controllers import CONTROLLERS, DEFAULT_CONTROLLER, DEFAULT
 from explorer.limits import MAX_GAMMA, MAX_NEW_TOKENS
 
 from .examples import EXAMPLES
+from .glossary import GLOSSARY
 from .handlers import Handlers, forget_session
 from .options import build_options_panel
 from .page import Page
@@ -99,6 +100,8 @@ def build_demo() -> gr.Blocks:
                         top_k = gr.Number(0, label="top-k (0 = off)", elem_id="top-k")
                         seed = gr.Number(0, label="seed", info="0 to 2^63 − 1", elem_id="seed")
                 options = build_options_panel(first.method)
+                with gr.Accordion("Glossary: the words and symbols on this page", open=False, elem_id="glossary"):
+                    gr.Markdown(GLOSSARY)
                 with examples_slot:
                     gr.Examples([[e.prompt, e.method, e.draft] for e in EXAMPLES], inputs=[prompt, method, draft],
                                 example_labels=[e.kind for e in EXAMPLES], label="Examples (prompt and a drafter that suits it)")
@@ -119,6 +122,7 @@ def build_demo() -> gr.Blocks:
                 timer = gr.Timer(0.8, active=False)
                 round_detail = gr.Plot(viz.round_detail_figure(None, 0), show_label=False, elem_id="round-detail")
         latency = gr.Plot(viz.latency_figure(None), show_label=False, elem_id="latency-plot")
+        why = gr.Markdown("", elem_id="why-speed")
         view_slots = build_view_slots()
         gr.Markdown("### Theory: expected speedup, optimal γ, arithmetic operations", elem_classes=["section-title"])
         with gr.Row():
@@ -142,7 +146,7 @@ def build_demo() -> gr.Blocks:
                     run_btn=run_btn, stop_btn=stop_btn, status=status, banner=banner, tokens=tokens,
                     round_slider=round_slider, prev_btn=prev_btn, play_btn=play_btn, next_btn=next_btn,
                     refusal_btn=refusal_btn, timer=timer,
-                    round_detail=round_detail, latency=latency, theory_alpha=theory_alpha, theory_c=theory_c,
+                    round_detail=round_detail, latency=latency, why=why, theory_alpha=theory_alpha, theory_c=theory_c,
                     theory_c_hat=theory_c_hat, theory=theory, download=download, upload=upload,
                     trace_state=trace_state, playing=playing, view_slots=view_slots, options=options)
         _wire(page, Handlers(page))

@@ -3,9 +3,10 @@
 No model, torch or gradio here, so that every view replays a saved trace anywhere. Modules:
 ``tokens`` (the coloured token view), ``rounds`` (p vs q per drafted position), ``latency`` (time per
 round, throughput against autoregressive), ``theory`` (Leviathan et al.'s closed forms with the run on
-them), ``summary`` (words), ``views`` (the registry of method-specific views).
+them), ``summary`` (words), ``explain`` (why a run was as fast as it was), ``views`` (the registry of method-specific views).
 """
 
+from .explain import speed_explanation
 from .latency import cumulative_throughput, latency_figure, measured_speedup
 from .rounds import round_detail_figure, round_panels
 from .style import empty_figure
@@ -20,5 +21,5 @@ __all__ = [
     "BANNER_CSS", "FATES", "MethodView", "TOKEN_CSS", "cumulative_throughput", "discover", "empty_figure",
     "fate_counts", "latency_figure", "measured_speedup", "method_banner", "next_refusal", "opening_round", "register",
     "register_note", "round_caption", "round_detail_figure", "round_fates", "round_panels", "run_summary",
-    "safe_markdown", "theory_figure", "token_html", "views_for",
+    "safe_markdown", "speed_explanation", "theory_figure", "token_html", "views_for",
 ]

@@ -14,33 +14,43 @@ STOP_REASONS = {"eos": "end of sequence", "max_new_tokens": "max new tokens reac
 
 
 def run_summary(trace, baseline=None) -> str:
-    """Markdown: method, tokens, time, throughput, acceptance, predicted and measured speedup, and
-    EESD's v_d, r_d, HM and eq. 14 speedup when the summary has them."""
+    """Markdown: first in plain words (tokens, time, how many drafts were accepted, tokens per target
+    pass, the speed against plain decoding, why it stopped), then the paper's symbols on demand (a
+    folded "In symbols": α̂, c, Theorem 3.8's prediction, EESD's v_d, r_d, HM and eq. 14)."""
     s = trace.summary
     # method, draft and model may come from an uploaded file: literal text, never markup
     head = f"**{safe_markdown(trace.method)}**" + (f" with {safe_markdown(trace.draft)}" if trace.draft else "") \
         + f" on {safe_markdown(trace.model)}"
-    parts = [head, f"{s.new_tokens} tokens in {s.wall_s:.2f} s", f"{s.tokens_per_s or 0:.1f} tokens/s",
-             f"{s.rounds} rounds", f"{s.tokens_per_target_forward or 0:.2f} tokens per target forward"]
-    if s.alpha_hat is not None:
-        parts.append(f"α̂ {s.alpha_hat:.2f}")
-    if s.c_measured is not None:
-        parts.append(f"c {s.c_measured:.3f}")
-    if s.predicted_speedup is not None:
-        parts.append(f"predicted ×{s.predicted_speedup:.2f}")
-    parts += eesd_metrics(s)
+    plain = [f"{head}: {s.new_tokens} tokens in {s.wall_s:.2f} s ({s.tokens_per_s or 0:.1f} tokens/s)"]
+    if s.drafted:
+        plain.append(f"{s.accepted} of {s.drafted} drafted tokens accepted")
+    if s.tokens_per_target_forward:
+        plain.append(f"{s.tokens_per_target_forward:.2f} tokens per target pass")
     measured = measured_speedup(trace, baseline)
     if measured is not None and trace.method != "ar":
-        parts.append(f"measured ×{measured:.2f} (autoregressive {baseline.summary.tokens_per_s:.1f} tokens/s)")
+        plain.append(f"measured ×{measured:.2f} plain decoding ({baseline.summary.tokens_per_s:.1f} tokens/s)")
     if note_for(trace.method) is not None and note_for(trace.method).lossy and baseline is not None:
         # linear in the length (ROUGE-L is quadratic, and an uploaded trace may hold 40 000 tokens)
         output, reference = list(trace.output_ids), list(baseline.output_ids)
         diverges = first_divergence(output, reference)
         where = "identical" if diverges is None else f"first differs at token {diverges + 1}"
-        parts.append(f"lossy: {token_agreement(output, reference):.0%} token agreement with the target's own output, "
+        plain.append(f"lossy: {token_agreement(output, reference):.0%} token agreement with the target's own output, "
                      f"{where}")
-    parts.append(f"stop: {safe_markdown(STOP_REASONS.get(s.stop_reason, s.stop_reason))}")
-    return " · ".join(parts)
+    plain.append(f"stop: {safe_markdown(STOP_REASONS.get(s.stop_reason, s.stop_reason))}")
+    symbols = [f"{s.rounds} rounds"]
+    if s.alpha_hat is not None:
+        symbols.append(f'<abbr title="{html.escape(ALPHA_HAT)}">α̂</abbr> {s.alpha_hat:.2f}')
+    if s.c_measured is not None:
+        symbols.append(f'<abbr title="{html.escape(C_MEASURED)}">c</abbr> {s.c_measured:.3f}')
+    if s.predicted_speedup is not None:
+        symbols.append(f'<abbr title="{html.escape(PREDICTED)}">predicted</abbr> ×{s.predicted_speedup:.2f}')
+    symbols += eesd_metrics(s)
+    return " · ".join(plain) + f"\n\n<details class='in-symbols'><summary>In symbols</summary>{' · '.join(symbols)}</details>"
+
+
+ALPHA_HAT = "α̂: accepted ÷ tested drafts, the estimate of the acceptance rate α (Leviathan et al., Definition 3.1)"
+C_MEASURED = "c: seconds per draft forward ÷ seconds per target forward, measured in this run"
+PREDICTED = "Leviathan et al. Theorem 3.8: (1 − α^(γ+1)) / ((1 − α)(γc + 1)) at this run's α̂, mean γ and c"
 
 
 # EESD Appendix D: what each metric is, shown as the tooltip of its label on the page.

@@ -1,0 +1,29 @@
+"""The page's glossary: every word and symbol the page uses, in plain words (shown folded under the run)."""
+
+GLOSSARY = """
+**Target model**: the model whose output we want. **Draft (drafter)**: something cheaper that guesses the
+target's next tokens: a small model, the target's own first layers with an exit head (early-exit), or a
+copy of text already in the prompt (prompt lookup).
+
+**Round**: the draft proposes γ tokens, the target checks all of them in **one** forward pass (a
+*verification*), and the longest run of drafts it agrees with is kept. **γ (gamma)**: drafts per round.
+
+Token fates: **accepted** (a draft the target agreed with) · **rejected** (the first draft it refused) ·
+**discarded** (drafts after a rejection, or after an end-of-text token: never checked) · **corrected**
+(the target's own token in place of the rejected draft) · **bonus** (the extra token the target adds when
+it accepted every draft) · **target** (a token from a round with no draft).
+
+**p / q**: the target's / the draft's probability of a token. Sampling accepts a draft when a uniform
+random number u is below p/q; on a refusal the correction is drawn from the **residual** norm(max(0, p − q)).
+This is why the output follows the target's own distribution exactly (**lossless**). Greedy decoding
+accepts a draft when it is the target's top token. **Lossy** methods (BiLD, lenience) trade some of that
+for speed, and the page measures what they change.
+
+**α (alpha)**: the chance a draft is accepted; **α̂** is this run's estimate (accepted ÷ tested drafts).
+**c**: the time of a draft step as a fraction of a target step. **T(n)**: the time of one target forward
+over n tokens; T(n)/T(1) ≈ 1 on a GPU, more on a CPU. **Tokens per target pass**: output tokens ÷ target
+forwards. **Plain decoding (ar)**: one target forward per token, the baseline every speed-up is against.
+
+**Theorem 3.8** (Leviathan et al. 2023): expected speed-up (1 − α^(γ+1)) / ((1 − α)(γc + 1)), which
+assumes a verification costs one step; the page also prices it with the T(γ+1)/T(1) measured here.
+"""

@@ -1,0 +1,87 @@
+"""Why a run had its speed: the plain-words ledger (tokens per round against its cost in plain steps)
+and Theorem 3.8 at the run's own numbers, built from the saved traces in tests/data (no model)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import explorer
+from explorer import theory, viz
+from explorer.viz.explain import round_cost
+
+DATA = Path(__file__).parent / "data"
+
+
+def load(name: str):
+    return explorer.load_trace((DATA / f"trace_{name}.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def ar():
+    return load("ar")
+
+
+@pytest.fixture(scope="module")
+def lookup():
+    return load("prompt_lookup")
+
+
+def test_the_ledger_is_the_measured_speedup(lookup, ar):
+    cost = round_cost(lookup, ar)
+    step = ar.summary.wall_s / ar.summary.new_tokens
+    assert cost.tokens == pytest.approx(lookup.summary.new_tokens / len(lookup.rounds))
+    assert cost.cost == pytest.approx(lookup.summary.wall_s / len(lookup.rounds) / step)
+    assert cost.speedup == pytest.approx(viz.measured_speedup(lookup, ar), rel=1e-9)
+    assert cost.drafting == pytest.approx(lookup.summary.draft_s / len(lookup.rounds) / step)
+    # T(k)/T(1): one verification forward against one plain forward, the first rounds (prefill) left out
+    ours = [r for r in lookup.rounds[1:]]
+    one = sum(r.timing.verify_s for r in ar.rounds[1:]) / sum(r.target_forwards for r in ar.rounds[1:])
+    assert cost.verify_ratio == pytest.approx(sum(r.timing.verify_s for r in ours) / len(ours) / one)
+    assert cost.verify_tokens == pytest.approx(sum(len(r.drafted) + 1 for r in ours) / len(ours))
+
+
+def test_the_explanation_says_faster_or_slower_from_its_own_numbers(lookup, ar):
+    text = viz.speed_explanation(lookup, ar)
+    cost = round_cost(lookup, ar)
+    assert f"**×{cost.speedup:.2f}** plain decoding" in text and f"**{cost.tokens:.2f} tokens**" in text
+    assert ("Faster than plain decoding" in text) == (cost.speedup >= 1)
+    assert ("Slower than plain decoding" in text) == (cost.speedup < 1)
+    s = lookup.summary
+    priced = theory.speedup_with_verify_cost(s.alpha_hat, s.mean_gamma, s.c_measured, cost.verify_ratio)
+    assert f"predicts ×{s.predicted_speedup:.2f}" in text and f"×{float(priced):.2f} at the verification cost" in text
+
+
+def test_a_slow_run_names_its_largest_extra_cost(lookup, ar):
+    """The same rounds made slow by hand: a draft costing 3 plain steps a round is what the page blames."""
+    import dataclasses
+    step = ar.summary.wall_s / ar.summary.new_tokens
+    n = len(lookup.rounds)
+    costly = dataclasses.replace(lookup, summary=dataclasses.replace(
+        lookup.summary, draft_s=3 * step * n, wall_s=lookup.summary.wall_s + 3 * step * n,
+        tokens_per_s=lookup.summary.new_tokens / (lookup.summary.wall_s + 3 * step * n)))
+    text = viz.speed_explanation(costly, ar)
+    assert "Slower than plain decoding" in text and "the largest is drafting" in text
+
+
+def test_plain_decoding_and_a_missing_baseline_are_explained(lookup, ar):
+    assert "Plain decoding: one target forward per token" in viz.speed_explanation(ar, ar)
+    assert "once the autoregressive baseline has run" in viz.speed_explanation(lookup, None)
+    assert viz.speed_explanation(None) == ""
+
+
+def test_bita_verification_counts_its_tree_and_masks():
+    bita = load("bita")
+    later = [r for r in bita.rounds[1:] if r.target_forwards]
+    cost = round_cost(bita, bita)  # any finished run can stand for the baseline's step here
+    assert cost.verify_tokens == pytest.approx(sum(len(r.tree["positions"]) + 1 for r in later) / len(later))
+
+
+def test_the_status_speaks_plain_words_first_and_symbols_on_demand(lookup, ar):
+    text = viz.run_summary(lookup, ar)
+    plain, symbols = text.split("<details", 1)
+    s = lookup.summary
+    assert f"{s.accepted} of {s.drafted} drafted tokens accepted" in plain
+    assert f"{s.tokens_per_target_forward:.2f} tokens per target pass" in plain and "plain decoding" in plain
+    assert "α̂" not in plain and "α̂</abbr> 0.18" in symbols and "In symbols" in symbols
