@@ -115,6 +115,8 @@ def test_run_watch_and_step_through_rounds(page):
     for plot in ("round-detail", "latency-plot", "theory-plot"):
         expect(page.locator(f"#{plot} .js-plotly-plot")).to_have_count(1, timeout=30_000)
     expect_method_view(page, "acceptance")
+    expect_method_view(page, "acceptance-positions")  # acceptance by draft position, accepted-length histogram
+    expect(page.locator("#view-acceptance-positions")).to_contain_text("Acceptance by draft position")
     trace = download_trace(page)
     assert trace.method == "speculative" and trace.draft == "prompt-lookup:3" and trace.summary.new_tokens == 32
     # it opens on its first refusal: the output up to that round plus the round's refused drafts

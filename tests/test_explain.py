@@ -85,3 +85,22 @@ def test_the_status_speaks_plain_words_first_and_symbols_on_demand(lookup, ar):
     assert f"{s.accepted} of {s.drafted} drafted tokens accepted" in plain
     assert f"{s.tokens_per_target_forward:.2f} tokens per target pass" in plain and "plain decoding" in plain
     assert "α̂" not in plain and "α̂</abbr> 0.18" in symbols and "In symbols" in symbols
+
+
+def test_acceptance_by_position_and_accepted_lengths_add_up():
+    from explorer.viz.views.positions import acceptance_by_position, accepted_lengths, expected_accepts, positions_figure
+    for name in ("prompt_lookup", "sampled_tiny", "bild", "bita"):
+        trace = load(name)
+        drafting = [r for r in trace.rounds if r.drafted]
+        tested, accepted = acceptance_by_position(drafting)
+        assert sum(accepted) == trace.summary.accepted and sum(tested) == sum(r.tested for r in drafting)
+        assert all(a <= t for a, t in zip(accepted, tested)) and tested == sorted(tested, reverse=True)
+        lengths = accepted_lengths(drafting)
+        assert sum(lengths) == len(drafting) and sum(i * n for i, n in enumerate(lengths)) == trace.summary.accepted
+        expected = expected_accepts(0.5, [len(r.drafted) for r in drafting], len(lengths) - 1)
+        assert sum(expected) == pytest.approx(len(drafting))
+        fig = positions_figure(trace, 0)
+        shares = [t for t in fig.data if t.name == "accepted share at a position"][0]
+        assert list(shares.y) == [a / t if t else None for a, t in zip(accepted, tested)]
+        assert "draft position" in fig.layout.xaxis.title.text and "tested drafts" in fig.layout.title.text
+    assert expected_accepts(0.5, [2], 2) == [0.5, 0.25, 0.25]  # α^i (1 − α) below γ, α^γ at γ

@@ -14,7 +14,8 @@ from explorer import theory
 from explorer.engine.sampling import Rng, SamplingConfig
 from explorer.methods.synthetic import SyntheticDrafter
 from explorer.viz.lab import theory_lab_figure
-from explorer.viz.views.synthetic import acceptance_length_figure, expected_accepts
+from explorer.viz.views.positions import expected_accepts
+from explorer.viz.views.synthetic import acceptance_length_figure
 
 PROMPT = "List three colours of the rainbow."
 GREEDY = SamplingConfig(0.0)

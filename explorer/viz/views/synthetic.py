@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 
 from ..style import BASELINE_COLOUR, FATE_COLOURS, base_layout
 from . import MethodView, register, register_note
+from .positions import accepted_lengths, expected_accepts
 
 
 def _synthetic(trace) -> bool:
@@ -21,21 +22,10 @@ def _dialled_alpha(trace) -> float | None:
     return float(alpha) if isinstance(alpha, (int, float)) and 0 <= alpha <= 1 else None
 
 
-def expected_accepts(alpha: float, gammas: list[int], most: int) -> list[float]:
-    """Expected number of rounds with 0 … ``most`` accepted drafts, summed over rounds of the given γs."""
-    counts = [0.0] * (most + 1)
-    for g in gammas:
-        for i in range(g + 1):
-            counts[i] += alpha ** i * ((1 - alpha) if i < g else 1.0)
-    return counts
-
-
 def acceptance_length_figure(trace, round_index: int) -> go.Figure:
     drafted = [r for r in trace.rounds if r.drafted]
-    most = max((len(r.drafted) for r in drafted), default=0)
-    seen = [0] * (most + 1)
-    for r in drafted:
-        seen[min(r.n_accepted, most)] += 1
+    seen = accepted_lengths(drafted)
+    most = len(seen) - 1
     fig = go.Figure()
     fig.add_trace(go.Bar(x=list(range(most + 1)), y=seen, name="rounds of this run", marker_color=FATE_COLOURS["accepted"],
                          hovertemplate="%{y} rounds accepted %{x} drafts<extra></extra>"))
