@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 
 from .errors import ExplorerError
@@ -79,6 +80,23 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--prompts", type=int,
                        help="use only the first N prompts of the shipped set (theory: 6 unless given)")
     sweep.add_argument("--out", default="sweep.json", help="JSON report (default sweep.json)")
+
+    audit = sub.add_parser("audit", help="is a method lossless here? greedy diff against plain decoding, and a χ² "
+                                         "sampling audit of the first token against the target's distribution")
+    audit.add_argument("--prompt", required=True, help="the prompt text (wrapped in the chat template unless --raw)")
+    audit.add_argument("--model", default="default", help="default | hf:ORG/NAME | tiny-random[:SEED[:LAYERS]]")
+    audit.add_argument("--method", choices=list(METHODS), help="default: speculative with --draft")
+    audit.add_argument("--draft", help="model:<name> | early-exit:N | prompt-lookup:n")
+    audit.add_argument("--gamma", type=int)
+    audit.add_argument("--controller", choices=list(CONTROLLERS))
+    audit.add_argument("--max-new-tokens", type=int, default=64, help="greedy audit: tokens compared")
+    audit.add_argument("--runs", type=int, default=200, help="sampling audit: seeded runs (0: greedy audit only)")
+    audit.add_argument("--temperature", type=float, default=1.0, help="sampling audit's temperature (> 0)")
+    audit.add_argument("--top-k", type=int, default=0, help="0 = off")
+    audit.add_argument("--top-p", type=float, default=1.0, help="1 = off")
+    audit.add_argument("--seed", type=int, default=0, help="the sampling audit's first seed")
+    audit.add_argument("--raw", action="store_true", help="use the prompt as it is, without the chat template")
+    _add_method_options(audit)
 
     profile = sub.add_parser("profile", help="measure T(n), the target's forward cost for n new tokens, and its parts")
     profile.add_argument("--model", default="default")
@@ -215,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "train":
             return args.handler(args, argv if argv is not None else sys.argv[1:])
-        return {"bench": _bench, "sweep": _sweep, "profile": _profile, "soak": _soak}.get(args.command, _run)(args)
+        return {"bench": _bench, "sweep": _sweep, "profile": _profile, "soak": _soak, "audit": _audit}.get(args.command, _run)(args)
     except ExplorerError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -253,6 +271,37 @@ def _run(args) -> int:
     print(trace.text)
     print(summary_line(trace), file=sys.stderr if os.environ.get("EXPLORER_SUMMARY_TO_STDERR") else sys.stdout)
     return 0
+
+
+def _audit(args) -> int:
+    """Print the greedy audit (this method against plain decoding) and, unless --runs 0, the sampling audit."""
+    from .api import METHODS, decode
+    from .audit import MAX_AUDIT_RUNS, greedy_audit, sampling_audit
+    from .viz.audit import greedy_audit_text, sampling_audit_text
+    from .viz.views import note_for
+
+    if args.runs and not 10 <= args.runs <= MAX_AUDIT_RUNS:  # before the greedy audit spends its time
+        raise ExplorerError(f"--runs must be 0 (greedy audit only) or from 10 to {MAX_AUDIT_RUNS}, got {args.runs}")
+
+    method = args.method or ("speculative" if args.draft else "ar")
+    if method not in METHODS:
+        raise ExplorerError(f"unknown method {method!r}")
+    common = dict(method=method, draft=args.draft, gamma=args.gamma, controller=args.controller, chat=not args.raw,
+                  **method_options(args))
+    trace = decode(args.model, args.prompt, max_new_tokens=args.max_new_tokens, **common)
+    plain = decode(args.model, args.prompt, method="ar", max_new_tokens=args.max_new_tokens, chat=not args.raw)
+    print(_plain_text(greedy_audit_text(trace, plain, greedy_audit(trace, plain))))
+    if args.runs:
+        result = sampling_audit(args.model, args.prompt, runs=args.runs, temperature=args.temperature,
+                                top_k=args.top_k, top_p=args.top_p, seed=args.seed, **common)
+        note = note_for(method)
+        print(_plain_text(sampling_audit_text(result, lossy=note is not None and note.lossy)))
+    return 0
+
+
+def _plain_text(markdown: str) -> str:
+    """The audit's Markdown for a terminal: emphasis and Markdown escapes dropped."""
+    return re.sub(r"\\(.)", r"\1", markdown.replace("**", ""))
 
 
 def _profile(args) -> int:

@@ -168,6 +168,7 @@ def test_run_watch_and_step_through_rounds(page):
     expect(page.locator("#status details.in-symbols")).not_to_have_attribute("open", "")
     expect(page.locator("#why-speed")).to_contain_text("plain steps")
     expect(page.locator("#why-speed")).to_contain_text("than plain decoding")
+    expect(page.locator("#audit")).to_contain_text("✅ identical: all 32 tokens equal plain decoding's")
     page.click("#glossary button, #glossary .label-wrap")
     expect(page.locator("#glossary")).to_contain_text("residual")
     set_number(page, "round-slider", chosen.index + 1)
@@ -240,6 +241,18 @@ def test_a_round_chosen_while_decoding_stays_on_screen(page):
     expect(caption).to_contain_text(f"Round {chosen} of")  # nor did the end of the run
     total = int(page.locator("#round-slider input[type=number]").get_attribute("max") or 0)
     assert total > chosen  # the slider's range grew to every round
+
+
+def test_the_sampling_audit_tests_the_first_token_against_the_target(page):
+    set_number(page, "audit-runs", 5)
+    page.click("#audit-run")
+    expect(page.locator(".toast-body").first).to_contain_text("runs must be a whole number from 10 to", timeout=30_000)
+    set_number(page, "audit-runs", 30)
+    page.click("#audit-run")
+    expect(page.locator("#sampling-audit")).to_contain_text("30 seeded runs at temperature 1", timeout=DECODE_TIMEOUT_MS)
+    expect(page.locator("#sampling-audit")).to_contain_text("p = ")
+    expect(page.locator("#audit-plot")).to_contain_text("Sampling audit: first token over 30 runs")
+    page.locator("#audit-plot").screenshot(path=str(ARTIFACTS / "browser-audit.png"))
 
 
 def test_stop_keeps_what_was_decoded(page):

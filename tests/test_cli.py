@@ -48,12 +48,24 @@ def test_default_model_cli_demo():
     (["fly"], "invalid choice"),
     (["profile", "--model", "tiny-random", "--tokens", "2,4"], "must start with 1"),
     (["profile", "--model", "tiny-random", "--tokens", "1,x"], "comma-separated"),
+    (["audit", "--model", "tiny-random", "--prompt", "x", "--runs", "3"], "--runs must be 0"),
+    (["audit", "--model", "tiny-random", "--prompt", "x", "--runs", "10", "--temperature", "0",
+      "--draft", "model:tiny-random:2:1", "--max-new-tokens", "4"], "temperature above 0"),
 ])
 def test_bad_arguments_exit_nonzero_with_one_line(args, message):
     out = cli(*args)
     assert out.returncode == 2
     assert message in out.stderr and "Traceback" not in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_audit_prints_the_greedy_and_the_sampling_audit():
+    out = cli("audit", "--model", "tiny-random:1", "--draft", "model:tiny-random:2:1", "--prompt", "the cat",
+              "--raw", "--max-new-tokens", "12", "--runs", "40")
+    assert out.returncode == 0, out.stderr
+    greedy, sampled = out.stdout.strip().splitlines()
+    assert greedy.startswith("Lossless audit. ✅ identical: all 12 tokens") and "**" not in greedy
+    assert sampled.startswith("Sampling audit: 40 seeded runs at temperature 1") and "p = " in sampled
 
 
 def test_profile_prints_t_of_n_for_both_forwards_and_the_parts():

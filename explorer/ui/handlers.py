@@ -21,8 +21,10 @@ import gradio as gr
 
 import explorer
 from explorer import methods, viz
+from explorer.audit import greedy_audit
 from explorer.engine.controllers import DEFAULT_GAMMA
 from explorer.limits import MAX_GAMMA
+from explorer.viz.audit import greedy_audit_text
 
 from .baseline import BASELINES, baseline_stream
 from .inputs import decode_options
@@ -140,6 +142,7 @@ class Handlers:
             p.theory: viz.theory_figure(alpha, c, c_hat, trace, baseline),
             p.status: viz.run_summary(trace, baseline),
             p.why: viz.speed_explanation(trace, baseline),
+            p.audit: audit_words(trace, baseline),
         }
 
     # -- what a trace shows -------------------------------------------------------------------------
@@ -158,6 +161,7 @@ class Handlers:
         if first:
             updates[p.banner] = viz.method_banner(trace.method, explorer.METHODS.get(trace.method))
             updates[p.why] = "**Why this speed** is explained here when the run ends."
+            updates[p.audit] = "**Lossless audit** when the run ends."
             updates.update(self._pause())
         if plots:
             updates[p.latency] = viz.latency_figure(trace, baseline)
@@ -180,6 +184,7 @@ class Handlers:
             p.theory: viz.theory_figure(alpha, c, c_hat, trace, baseline),
             p.status: viz.run_summary(trace, baseline),
             p.why: viz.speed_explanation(trace, baseline),
+            p.audit: audit_words(trace, baseline),
             p.download: gr.DownloadButton(value=str(write_trace_file(trace, session)), interactive=True),
         }
         if keep_round:  # rounds are immutable: the views drawn for the user's round stay true
@@ -348,6 +353,11 @@ class Handlers:
 
 
 # -- helpers ----------------------------------------------------------------------------------------
+
+
+def audit_words(trace, baseline) -> str:
+    """The greedy audit of a trace against its baseline, in words (``explorer.audit``)."""
+    return greedy_audit_text(trace, baseline, greedy_audit(trace, baseline))
 
 
 def trace_folder(session: str) -> Path:

@@ -2,7 +2,7 @@
 
 Sections: Run (prompt, model, method, drafter, γ / controller, sampling, length, seed; Run / Stop; the
 glossary), the token view with the round stepper, the round detail, latency and why the run had its
-speed, theory, the method views (one slot per registered view) and trace files. Element ids named in the project's contract are kept stable:
+speed, theory, the method views (one slot per registered view), the audit (``ui/audit``) and trace files. Element ids named in the project's contract are kept stable:
 ``prompt``, ``run``, ``stop``, ``round-slider``, ``tokens``, ``round-detail``, ``latency-plot``,
 ``theory-plot``, ``trace-download``, ``trace-upload``.
 """
@@ -18,6 +18,7 @@ from explorer import viz
 from explorer.engine.controllers import CONTROLLERS, DEFAULT_CONTROLLER, DEFAULT_GAMMA
 from explorer.limits import MAX_GAMMA, MAX_NEW_TOKENS
 
+from .audit import audit_section, wire_audit
 from .examples import EXAMPLES
 from .glossary import GLOSSARY
 from .handlers import Handlers, forget_session
@@ -135,6 +136,7 @@ def build_demo() -> gr.Blocks:
         theory_lab_section(DECODE_CONCURRENCY)
         compare_section()
         bild_sweep_section(DECODE_CONCURRENCY)
+        audit = audit_section()
         gr.Markdown("### Traces: save a run, replay it anywhere without a model", elem_classes=["section-title"])
         with gr.Row():
             download = gr.DownloadButton("⬇ Download this trace (.json)", interactive=False, elem_id="trace-download")
@@ -146,10 +148,11 @@ def build_demo() -> gr.Blocks:
                     run_btn=run_btn, stop_btn=stop_btn, status=status, banner=banner, tokens=tokens,
                     round_slider=round_slider, prev_btn=prev_btn, play_btn=play_btn, next_btn=next_btn,
                     refusal_btn=refusal_btn, timer=timer,
-                    round_detail=round_detail, latency=latency, why=why, theory_alpha=theory_alpha, theory_c=theory_c,
+                    round_detail=round_detail, latency=latency, why=why, audit=audit.greedy, theory_alpha=theory_alpha, theory_c=theory_c,
                     theory_c_hat=theory_c_hat, theory=theory, download=download, upload=upload,
                     trace_state=trace_state, playing=playing, view_slots=view_slots, options=options)
         _wire(page, Handlers(page))
+        wire_audit(page, audit, DECODE_CONCURRENCY)
         demo.load(None, js=ROUND_KEYS_JS)  # ← → step through rounds (not while typing in a field)
         demo.unload(forget_session)  # a closed page's trace file goes with it
     return demo

@@ -39,6 +39,7 @@ class Page:
     round_detail: gr.Plot
     latency: gr.Plot
     why: gr.Markdown  # the run's speed explained in plain words (``viz.speed_explanation``)
+    audit: gr.Markdown  # the greedy audit against plain decoding (``explorer.audit``)
     theory_alpha: gr.Slider
     theory_c: gr.Slider
     theory_c_hat: gr.Slider
@@ -62,5 +63,5 @@ class Page:
 
     def everything(self) -> list:
         """Outputs a whole new trace can touch."""
-        return [self.trace_state, self.round_slider, self.banner, self.latency, self.why, self.theory, self.status,
+        return [self.trace_state, self.round_slider, self.banner, self.latency, self.why, self.audit, self.theory, self.status,
                 self.download, self.timer, self.play_btn, self.playing] + self.round_views()

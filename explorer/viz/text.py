@@ -16,8 +16,12 @@ def piece(trace, token_id: int) -> str:
 
 def label(trace, token_id: int) -> str:
     """A one-line, quoted label for axes and tooltips: spaces kept visible, newlines as ↵."""
-    text = piece(trace, token_id).replace("\n", "↵").replace("\t", "⇥").replace("\r", "")
-    return f"'{text}'"
+    return quoted(piece(trace, token_id))
+
+
+def quoted(text: str) -> str:
+    """A token's text piece on one line, quoted: spaces kept visible, newlines as ↵, tabs as ⇥."""
+    return "'" + text.replace("\n", "↵").replace("\t", "⇥").replace("\r", "") + "'"
 
 
 def inline_html(text: str) -> str:

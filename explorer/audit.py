@@ -1,0 +1,171 @@
+"""Is a run lossless? Two audits against the target model itself.
+
+- ``greedy_audit``: a greedy run against plain (autoregressive) decoding on the same prompt: the first
+  token where they differ, and the target's top-2 margin there in both runs. Greedy speculative decoding
+  must reproduce plain decoding token for token (Leviathan et al. section 2.3); where a verification of
+  several tokens computes the same logits in a different order, a near tie (a margin of a few 1e-6 in
+  logits) can flip, and the margin tells that apart from a bug. Lossy methods show their divergence too.
+- ``sampling_audit``: many seeded runs of the method; the first token's counts against the target's own
+  warped distribution p, with Pearson's χ² test. The accept/resample rule makes that token distributed
+  exactly as p (Theorem 3.5), whether it came from an accepted draft or from the residual.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+from .errors import ExplorerError
+from .quality import first_divergence, token_agreement
+
+MAX_AUDIT_RUNS = 2000
+MIN_EXPECTED = 5.0  # χ²'s rule of thumb: tokens expected fewer times than this share one "other" bin
+
+
+# -- greedy: first divergence and the top-2 margin there ----------------------------------------------
+
+
+@dataclass(frozen=True)
+class GreedyAudit:
+    """A greedy run against plain decoding. ``diverges_at`` is None when the outputs agree over
+    ``compared`` tokens; otherwise the position (0-based), each run's token there and the target's
+    top-2 logit margin log(p1/p2) at that position as plain decoding and as this run computed it."""
+
+    compared: int
+    agreement: float
+    diverges_at: int | None = None
+    ours: int | None = None
+    theirs: int | None = None
+    margin_plain: float | None = None
+    margin_run: float | None = None
+
+
+def target_top_at(trace, position: int):
+    """The target's top alternatives ((id, prob), …) at output position ``position``, from the round
+    that emitted it (emitted token j of a round was chosen from its target_top row j), or None."""
+    start = 0
+    for r in trace.rounds:
+        if start <= position < start + len(r.emitted):
+            row = position - start
+            return r.target_top[row] if row < len(r.target_top) else None
+        start += len(r.emitted)
+    return None
+
+
+def top2_margin(top) -> float | None:
+    """log(p1 / p2) of a top list: the logit margin of the two likeliest tokens (greedy traces record the
+    softmax at temperature 1, so the ratio of probabilities is the difference of logits)."""
+    if not top or len(top) < 2 or top[1][1] <= 0 or top[0][1] <= 0:
+        return None
+    return math.log(top[0][1] / top[1][1])
+
+
+def greedy_audit(trace, baseline) -> GreedyAudit | None:
+    """None unless ``trace`` is greedy and ``baseline`` is the plain decoding of the same prompt."""
+    if baseline is None or trace.settings.temperature != 0 or baseline.settings.temperature != 0:
+        return None
+    if list(trace.prompt_ids) != list(baseline.prompt_ids):
+        return None
+    output, reference = list(trace.output_ids), list(baseline.output_ids)
+    compared = min(len(output), len(reference))
+    at = first_divergence(output[:compared], reference[:compared])
+    agreement = token_agreement(output, reference)
+    if at is None:
+        return GreedyAudit(compared=compared, agreement=agreement)
+    return GreedyAudit(compared=compared, agreement=agreement, diverges_at=at, ours=output[at], theirs=reference[at],
+                       margin_plain=top2_margin(target_top_at(baseline, at)),
+                       margin_run=top2_margin(target_top_at(trace, at)))
+
+
+# -- sampling: χ² of the first token against the target's distribution ---------------------------------
+
+
+@dataclass(frozen=True)
+class SamplingAudit:
+    """``runs`` seeded runs; ``bins`` [(label token ids or None for "other", observed, expected)];
+    ``impossible``: draws of tokens the target gives probability 0; ``paths``: how the first token came
+    to be (accepted draft, corrected, bonus, target) → runs."""
+
+    runs: int
+    temperature: float
+    chi2: float
+    dof: int
+    p_value: float
+    bins: tuple[tuple[int | None, int, float], ...]
+    impossible: int
+    paths: dict
+    token_text: dict  # id → its text piece, for the binned tokens
+
+
+def chi_square(counts: dict[int, int], probs: dict[int, float], runs: int) -> tuple[float, int, float, tuple, int]:
+    """Pearson's χ² of token counts against ``probs`` (token → p, the tokens with p > 0): tokens expected
+    ≥ ``MIN_EXPECTED`` times get a bin each, the rest share one. Returns (χ², dof, p-value, bins,
+    draws of impossible tokens); any impossible draw makes the p-value 0."""
+    import torch
+
+    impossible = sum(n for t, n in counts.items() if probs.get(t, 0.0) <= 0)
+    ranked = sorted(probs.items(), key=lambda kv: -kv[1])
+    bins = [(t, counts.get(t, 0), runs * p) for t, p in ranked if runs * p >= MIN_EXPECTED]
+    kept = {t for t, _, _ in bins}
+    rest_seen = sum(n for t, n in counts.items() if t not in kept and probs.get(t, 0.0) > 0)
+    rest_expected = runs * sum(p for t, p in ranked if t not in kept)
+    if rest_expected > 1e-9:
+        if rest_expected >= MIN_EXPECTED or not bins:
+            bins.append((None, rest_seen, rest_expected))
+        else:  # too small for a bin of its own: fold it into the least likely kept one
+            t, n, e = bins[-1]
+            bins[-1] = (t, n + rest_seen, e + rest_expected)
+    chi2 = sum((n - e) ** 2 / e for _, n, e in bins if e > 0)
+    dof = max(1, len(bins) - 1)
+    p_value = float(torch.special.gammaincc(torch.tensor(dof / 2, dtype=torch.float64),
+                                            torch.tensor(chi2 / 2, dtype=torch.float64)))
+    if len(bins) < 2:  # one token takes all the mass: nothing to test but impossible draws
+        chi2, p_value = 0.0, 1.0
+    return chi2, dof, 0.0 if impossible else p_value, tuple(bins), impossible
+
+
+def sampling_audit(model, prompt: str | None = None, *, prompt_ids: list[int] | None = None, runs: int = 200,
+                   temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, seed: int = 0,
+                   progress: Callable[[int, int], None] | None = None, should_stop: Callable[[], bool] | None = None,
+                   **decode_options) -> SamplingAudit:
+    """``runs`` decodes of two tokens with seeds ``seed`` … ``seed + runs − 1``; the first token's counts
+    against the target's warped distribution at the prompt (Pearson's χ², ``chi_square``).
+
+    Two tokens, so that the first round drafts (a budget of one leaves no room for a draft) and the first
+    token goes through the method's accept test or its residual. ``decode_options`` are ``explorer.stream``'s
+    (method, draft, gamma, controller, the method's options)."""
+    import torch
+
+    from . import api
+    from .engine.sampling import SamplingConfig, warp
+
+    if not isinstance(runs, int) or isinstance(runs, bool) or not 10 <= runs <= MAX_AUDIT_RUNS:
+        raise ExplorerError(f"runs must be a whole number from 10 to {MAX_AUDIT_RUNS}, got {runs!r}")
+    if not isinstance(temperature, (int, float)) or not temperature > 0:
+        raise ExplorerError("the sampling audit needs a temperature above 0 (greedy runs have the greedy audit)")
+    counts: dict[int, int] = {}
+    paths: dict[str, int] = {}
+    ids = prompt_ids
+    for k in range(runs):
+        if should_stop is not None and should_stop():
+            raise ExplorerError(f"sampling audit stopped after {k} of {runs} runs")
+        trace = api.decode(model, prompt if ids is None else None, prompt_ids=ids, temperature=temperature,
+                           top_k=top_k, top_p=top_p, max_new_tokens=2, seed=seed + k, **decode_options)
+        ids = list(trace.prompt_ids)  # encode the prompt once
+        first = trace.output_ids[0]
+        counts[first] = counts.get(first, 0) + 1
+        kind = trace.rounds[0].emitted_kind[0]
+        paths[kind] = paths.get(kind, 0) + 1
+        if progress is not None:
+            progress(k + 1, runs)
+    target = api.load_cached(model, decode_options.get("device"), decode_options.get("dtype"))
+    with torch.no_grad():
+        logits = target.model(torch.tensor([ids], device=target.device)).logits[0, -1:]
+    p = warp(logits, SamplingConfig(float(temperature), top_k, float(top_p)))[0].double().cpu()
+    support = torch.nonzero(p > 0).flatten().tolist()
+    probs = {t: float(p[t]) for t in support}
+    chi2, dof, p_value, bins, impossible = chi_square(counts, probs, runs)
+    return SamplingAudit(runs=runs, temperature=float(temperature), chi2=chi2, dof=dof, p_value=p_value, bins=bins,
+                         impossible=impossible, paths=paths,
+                         token_text=target.token_texts([t for t, _, _ in bins if t is not None]))

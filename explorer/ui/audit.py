@@ -1,0 +1,83 @@
+"""The page's Audit section: is this run lossless?
+
+The greedy audit (first divergence from plain decoding and the target's top-2 margin there) comes with
+every run (``Handlers`` fill ``Page.audit``); the sampling audit runs on demand with the page's settings
+(many seeded runs; χ² of the first token against the target's own distribution), with a progress bar.
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+from dataclasses import dataclass
+
+import gradio as gr
+
+import explorer
+from explorer import viz
+from explorer.audit import MAX_AUDIT_RUNS, sampling_audit
+from explorer.viz.audit import sampling_audit_figure, sampling_audit_text
+from explorer.viz.views import note_for
+
+from .inputs import decode_options, whole
+from .page import Page
+
+log = logging.getLogger(__name__)
+AUDIT_TEMPERATURE = 1.0  # a greedy page is audited at this temperature (the greedy audit covers greedy)
+
+
+@dataclass
+class AuditSection:
+    greedy: gr.Markdown
+    runs: gr.Number
+    button: gr.Button
+    words: gr.Markdown
+    plot: gr.Plot
+
+
+def audit_section() -> AuditSection:
+    """The section's components (call inside the Blocks context, where the section goes)."""
+    gr.Markdown("### Audit: is this run lossless?", elem_classes=["section-title"])
+    greedy = gr.Markdown("**Lossless audit.** Run a prompt: a greedy run is compared with plain decoding token by "
+                         "token.", elem_id="audit")
+    gr.Markdown("**Sampling audit.** Runs the chosen method many times with different seeds, two tokens each, and "
+                "tests whether its first token follows the target model's own distribution (Pearson's χ²). Lossless "
+                f"methods pass; lossy ones (BiLD, lenience) may not. A greedy page is audited at temperature "
+                f"{AUDIT_TEMPERATURE:g}. About 0.15 s a run with the default model on 2 CPU cores.")
+    with gr.Row(equal_height=True):
+        runs = gr.Number(200, label="runs", info=f"10 to {MAX_AUDIT_RUNS}", elem_id="audit-runs", scale=0,
+                         min_width=160)
+        button = gr.Button("Run the sampling audit", elem_id="audit-run", scale=0, min_width=220)
+    words = gr.Markdown(elem_id="sampling-audit")
+    plot = gr.Plot(sampling_audit_figure(None), show_label=False, elem_id="audit-plot")
+    return AuditSection(greedy, runs, button, words, plot)
+
+
+def wire_audit(page: Page, section: AuditSection, concurrency_limit: int) -> None:
+    """The sampling audit's event: the page's prompt, model, method, draft and sampling settings."""
+
+    def run_audit(values: dict, progress=gr.Progress()):
+        try:
+            options = decode_options(values[page.method], values[page.draft], values[page.gamma],
+                                     values[page.controller], values[page.temperature], values[page.top_k],
+                                     values[page.top_p], 1, values[page.seed])
+            options |= page.options.keywords(options["method"], values)
+            runs = whole("runs", values[section.runs])
+            temperature = options.pop("temperature") or AUDIT_TEMPERATURE
+            for unused in ("max_new_tokens",):
+                options.pop(unused)
+            progress(0, desc="seeded runs of the first tokens")
+            result = sampling_audit(values[page.model], values[page.prompt], runs=runs, temperature=temperature,
+                                    progress=lambda done, total: progress(done / total, desc=f"run {done} of {total}"),
+                                    **options)
+        except explorer.ExplorerError as err:
+            raise gr.Error(html.escape(str(err))) from None
+        except Exception:  # the stack trace goes to the log, never to the page
+            log.exception("sampling audit failed")
+            raise gr.Error("something went wrong on the server during the audit (it is logged)") from None
+        note = note_for(options["method"])
+        words = sampling_audit_text(result, lossy=note is not None and note.lossy)
+        return {section.words: f"{viz.safe_markdown(options['method'])}: {words}", section.plot: sampling_audit_figure(result)}
+
+    section.button.click(run_audit, inputs={*page.run_inputs(), section.runs}, outputs=[section.words, section.plot],
+                         concurrency_limit=concurrency_limit, concurrency_id="decode", api_visibility="private")
