@@ -44,6 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--device", help="cpu | cuda (default: cuda when present)")
     run.add_argument("--dtype", help="float32 | bfloat16 | float16 (default: bf16 on CUDA, fp32 on CPU)")
     run.add_argument("--out", help="write the trace as JSON to this file ('-' prints the JSON instead of the text)")
+    run.add_argument("--vs-ar", action="store_true", help="also decode plain (ar) on the same prompt and settings: "
+                     "print the speed-up, whether the outputs match, and why the run had its speed")
     _add_method_options(run)
 
     from .bench import DEFAULT_SYSTEMS
@@ -270,7 +272,26 @@ def _run(args) -> int:
             raise ExplorerError(f"cannot write the trace to {args.out!r}: {err.strerror}") from None
     print(trace.text)
     print(summary_line(trace), file=sys.stderr if os.environ.get("EXPLORER_SUMMARY_TO_STDERR") else sys.stdout)
+    if args.vs_ar:
+        print(_against_plain(trace, args))
     return 0
+
+
+def _against_plain(trace, args) -> str:
+    """Plain decoding on the same prompt ids and settings: its speed, the ratio, the match, and the run's
+    speed explained (``viz.speed_explanation``)."""
+    from .api import decode
+    from .quality import first_divergence
+    from .viz import speed_explanation
+
+    s = trace.settings
+    plain = decode(args.model, prompt_ids=list(trace.prompt_ids), method="ar", temperature=s.temperature, top_k=s.top_k,
+                   top_p=s.top_p, max_new_tokens=s.max_new_tokens, seed=s.seed, device=args.device, dtype=args.dtype)
+    ratio = (trace.summary.tokens_per_s or 0) / plain.summary.tokens_per_s if plain.summary.tokens_per_s else 0.0
+    differs = first_divergence(list(trace.output_ids), list(plain.output_ids))
+    same = "identical output" if differs is None else f"output first differs at token {differs + 1}"
+    line = f"vs plain decoding (ar): {plain.summary.tokens_per_s or 0:.1f} tok/s → ×{ratio:.2f}; {same}"
+    return line + "\n" + _plain_text(speed_explanation(trace, plain))
 
 
 def _audit(args) -> int:

@@ -21,6 +21,14 @@ def test_run_prints_text_and_summary():
     assert len(text) == 12 and "[speculative model:tiny-random:2:1]" in summary and "12 tokens" in summary
 
 
+def test_vs_ar_prints_the_speedup_the_match_and_why():
+    out = cli("run", "--model", "tiny-random:1", "--draft", "model:tiny-random:2:1", "--prompt", "the cat sat",
+              "--raw", "--max-new-tokens", "16", "--vs-ar")
+    assert out.returncode == 0, out.stderr
+    assert "vs plain decoding (ar):" in out.stdout and "identical output" in out.stdout
+    assert "Why this speed. A plain decoding step took" in out.stdout and "**" not in out.stdout
+
+
 def test_out_dash_prints_the_trace_json_and_out_file_writes_it(tmp_path):
     out = cli("run", "--model", "tiny-random:1", "--prompt-ids", "1,2,3", "--max-new-tokens", "5", "--out", "-")
     assert out.returncode == 0, out.stderr

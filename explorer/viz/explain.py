@@ -130,6 +130,11 @@ def _theorem(trace, cost: RoundCost, measured: float | None) -> list[str]:
     if cost.verify_ratio is not None:
         priced = float(theory.speedup_with_verify_cost(alpha, s.mean_gamma, s.c_measured, cost.verify_ratio))
         words += f", ×{priced:.2f} at the verification cost measured here"
-    words += (f"; measured ×{measured:.2f}, and the theorem leaves out the bookkeeping outside the models "
-              f"({cost.bookkeeping:.2f} plain steps a round here)." if measured is not None else ".")
-    return [words]
+    if measured is not None:
+        words += f"; measured ×{measured:.2f}. The theorem leaves out the bookkeeping outside the models " \
+                 f"({cost.bookkeeping:.2f} plain steps a round here)"
+        idle = sum(not r.drafted for r in trace.rounds)
+        if idle:
+            words += (f", and it assumes every round drafts, where {idle} of this run's {len(trace.rounds)} rounds "
+                      "drafted nothing (each gave one token, like a plain step)")
+    return [words + "."]
