@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from test_browser import (ARTIFACTS, CHROMIUM, DATA, UPLOAD_INPUT, browser, page, set_number, url,  # noqa: F401
+from test_browser import (ARTIFACTS, CHROMIUM, DATA, browser, page, set_number, upload_trace, url,  # noqa: F401
                           wait_status)
 
 import explorer
@@ -27,7 +27,7 @@ def test_bita_settings_follow_the_method(page):  # noqa: F811
 
 def test_uploaded_bita_trace_links_tree_nodes_to_mask_rows(page):  # noqa: F811
     trace = explorer.load_trace((DATA / "trace_bita.json").read_text())
-    page.set_input_files(UPLOAD_INPUT, str(DATA / "trace_bita.json"))
+    upload_trace(page, DATA / "trace_bita.json")
     wait_status(page, "Replaying an uploaded trace", timeout=30_000)
     view = page.locator("#view-bita-tree")
     expect(view.locator(".bita-svg")).to_be_visible()

@@ -71,10 +71,26 @@ def wait_status(page, text: str, timeout: int = DECODE_TIMEOUT_MS) -> None:
     page.wait_for_function("t => document.querySelector('#status').innerText.includes(t)", arg=text, timeout=timeout)
 
 
+def open_tab(page, name: str) -> None:
+    """Show one of the page's tabs: watch, understand, compare, audit, traces."""
+    page.click(f"#tab-{name}-button")
+    expect(page.locator(f"#tab-{name}")).to_be_visible()
+
+
+def upload_trace(page, path) -> None:
+    """Replay a trace file through the Traces tab's upload button (the page returns to Watch)."""
+    open_tab(page, "traces")
+    page.set_input_files(UPLOAD_INPUT, str(path))
+    open_tab(page, "watch")
+
+
 def download_trace(page):
+    """The current trace, through the Traces tab's download button (the page returns to Watch)."""
+    open_tab(page, "traces")
     expect(page.locator("#trace-download")).to_be_enabled()
     with page.expect_download() as info:
         page.click("#trace-download")
+    open_tab(page, "watch")
     return explorer.load_trace(Path(info.value.path()).read_text())
 
 
@@ -112,7 +128,7 @@ def test_run_watch_and_step_through_rounds(page):
     last_round_s = time.perf_counter() - started
 
     # the page draws while the server already measures the baseline on both cores: give Plotly time
-    for plot in ("round-detail", "latency-plot", "theory-plot"):
+    for plot in ("round-detail", "latency-plot"):
         expect(page.locator(f"#{plot} .js-plotly-plot")).to_have_count(1, timeout=30_000)
     expect_method_view(page, "acceptance")
     expect_method_view(page, "acceptance-positions")  # acceptance by draft position, accepted-length histogram
@@ -168,13 +184,30 @@ def test_run_watch_and_step_through_rounds(page):
     expect(page.locator("#status details.in-symbols")).not_to_have_attribute("open", "")
     expect(page.locator("#why-speed")).to_contain_text("plain steps")
     expect(page.locator("#why-speed")).to_contain_text("than plain decoding")
+    open_tab(page, "audit")
     expect(page.locator("#audit")).to_contain_text("✅ identical: all 32 tokens equal plain decoding's")
+    open_tab(page, "watch")
     page.click("#glossary button, #glossary .label-wrap")
     expect(page.locator("#glossary")).to_contain_text("residual")
     set_number(page, "round-slider", chosen.index + 1)
     expect(page.locator("#tokens .tok-caption")).to_contain_text(f"Round {chosen.index + 1} of")
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "browser-run.png"), full_page=True)
+    # the Understand tab walks the selected round step by step, and plays it
+    open_tab(page, "understand")
+    expect(page.locator("#theory-plot .js-plotly-plot")).to_have_count(1, timeout=30_000)  # drawn when shown
+    guide = page.locator("#guided-round .guide")
+    expect(guide).to_have_attribute("data-step", "4")
+    expect(guide).to_have_attribute("data-round", str(chosen.index))
+    page.click("#guide-back")
+    expect(guide).to_have_attribute("data-step", "3")
+    expect(page.locator("#guided-round .guide-step.new")).to_contain_text("Accept or reject")
+    page.click("#guide-play")
+    expect(guide).to_have_attribute("data-step", "1")
+    expect(guide).to_have_attribute("data-step", "4", timeout=15_000)  # one step per 1.6 s tick
+    expect(page.locator("#guided-round")).to_contain_text("for one target pass")
+    page.screenshot(path=str(ARTIFACTS / "tab-understand.png"), full_page=True)
+    open_tab(page, "watch")
     (ARTIFACTS / "browser-timings.json").write_text(json.dumps({
         "model": trace.model, "draft": trace.draft, "new_tokens": trace.summary.new_tokens,
         "rounds": trace.summary.rounds, "run_to_first_round_s": round(first_round_s, 2),
@@ -185,6 +218,7 @@ def test_run_watch_and_step_through_rounds(page):
 def test_controls_answer_the_keyboard_and_follow_the_decode(page):
     # the theory sliders answer the arrow keys, not only a mouse release
     curves = "() => JSON.stringify(document.querySelector('#theory-plot .js-plotly-plot').data.map(t => t.y))"
+    open_tab(page, "understand")
     expect(page.locator("#theory-plot .js-plotly-plot")).to_have_count(1, timeout=30_000)
     before = page.evaluate(curves)
     page.locator("#theory-alpha input[type=range]").focus()
@@ -194,7 +228,10 @@ def test_controls_answer_the_keyboard_and_follow_the_decode(page):
     ticks = page.locator("#theory-plot g.y2tick text").all_text_contents()
     assert len(ticks) >= 3 and len(set(ticks)) == len(ticks) and set(ticks) <= {"1", "2", "4", "8", "16", "32", "64"}
     # the tables of figures keep each number on one line; method views have a thin light frame
+    open_tab(page, "compare")
+    expect(page.locator("#compare-table td").first).to_be_visible()
     assert page.evaluate("() => getComputedStyle(document.querySelector('#compare-table td')).whiteSpace") == "nowrap"
+    open_tab(page, "watch")
     frame = page.evaluate("() => { const s = getComputedStyle(document.querySelector('#view-box-acceptance'));"
                           " return [s.borderTopWidth, s.borderTopColor]; }")
     assert frame == ["1px", "rgb(229, 231, 235)"]
@@ -202,6 +239,7 @@ def test_controls_answer_the_keyboard_and_follow_the_decode(page):
                           " const s = getComputedStyle(e); return s.borderTopStyle !== 'none' && parseFloat(s.borderTopWidth) > 1;"
                           " }).map(e => e.id || e.className)")
     assert heavy == []  # nothing inside draws a heavier frame (the plot's own block drew 3 px dark)
+    open_tab(page, "watch")
     # Run is greyed out while its decode runs (a second click would queue a second decode) and comes back
     set_number(page, "max-new-tokens", 24)
     page.click("#run")
@@ -244,6 +282,7 @@ def test_a_round_chosen_while_decoding_stays_on_screen(page):
 
 
 def test_the_sampling_audit_tests_the_first_token_against_the_target(page):
+    open_tab(page, "audit")
     set_number(page, "audit-runs", 5)
     page.click("#audit-run")
     expect(page.locator(".toast-body").first).to_contain_text("runs must be a whole number from 10 to", timeout=30_000)
@@ -269,7 +308,7 @@ def test_stop_keeps_what_was_decoded(page):
 
 
 def test_upload_replays_a_trace_and_a_bad_file_keeps_it(page, tmp_path):
-    page.set_input_files(UPLOAD_INPUT, str(DATA / "trace_sampled_tiny.json"))
+    upload_trace(page, DATA / "trace_sampled_tiny.json")
     wait_status(page, "Replaying an uploaded trace", timeout=30_000)
     sampled = explorer.load_trace((DATA / "trace_sampled_tiny.json").read_text())
     opening = sampled.rounds[viz.opening_round(sampled)]  # its first refusal
@@ -281,7 +320,7 @@ def test_upload_replays_a_trace_and_a_bad_file_keeps_it(page, tmp_path):
 
     bad = tmp_path / "bad.json"
     bad.write_text('{"schema": "someone-else/v2"}')
-    page.set_input_files(UPLOAD_INPUT, str(bad))
+    upload_trace(page, bad)
     wait_status(page, "not a spec-explorer trace", timeout=30_000)
     assert "your current trace is kept" in status(page)
     set_number(page, "round-slider", 1)  # the uploaded trace is still the session's
@@ -339,6 +378,7 @@ def test_bild_run_shows_its_views_and_agreement_and_the_sweep_draws(page):
     assert trace.method == "bild" and trace.settings.options["fallback_threshold"] == 0.6
     assert {r.event for r in trace.rounds} <= {"fallback", "rollback"}
 
+    open_tab(page, "compare")
     expect(page.locator("#compare-plot .js-plotly-plot")).to_have_count(1)
     expect(page.locator("#compare-table")).to_contain_text("hf-generate")
     page.locator("#sweep-fallbacks textarea, #sweep-fallbacks input").first.fill("0.5")
@@ -364,6 +404,7 @@ def test_the_theory_lab_runs_round_by_round_and_as_a_sweep(page):
     trace = download_trace(page)
     assert trace.method == "synthetic" and trace.settings.options == {"alpha": 0.8, "cost": 0.1}
 
+    open_tab(page, "understand")
     page.locator("#lab-gammas textarea, #lab-gammas input").first.fill("0, 2")
     page.click("#lab-run")
     expect(page.locator(".toast-body").first).to_contain_text("γ: whole numbers from 1", timeout=30_000)
@@ -421,10 +462,11 @@ def test_uploaded_thompson_sampling_trace_shows_its_views_and_eesd_metrics(page,
     trace = make_trace("cali-ts", [(3, 1), (4, 4), (0, 0), (2, 2)], v_d=0.62, r_d=0.55, hm=0.58, eq14_speedup=1.4)
     path = tmp_path / "cali-ts.json"
     path.write_text(trace.to_json())
-    page.set_input_files(UPLOAD_INPUT, str(path))
+    upload_trace(page, path)
     wait_status(page, "Replaying an uploaded trace", timeout=30_000)
     for name in ("ts-posterior", "ts-round-decisions", "ts-theta-calibration"):
         expect(page.locator(f"#view-{name} .js-plotly-plot")).to_have_count(1)
+    page.click("#status details.in-symbols summary")  # the symbols are folded until asked for
     assert page.locator("#status abbr[title*='harmonic mean']").inner_text() == "HM"
     set_number(page, "round-slider", 1)
     expect(page.locator("#view-ts-round-decisions")).to_contain_text("Round 1: θ sampled")

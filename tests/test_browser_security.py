@@ -17,12 +17,12 @@ CHROMIUM = Path("/usr/bin/chromium")
 DATA = Path(__file__).parent / "data"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
         "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"]
-UPLOAD_INPUT = "xpath=//button[@id='trace-upload']/preceding-sibling::input[@type='file'][1]"
 
 if not CHROMIUM.exists():
     pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium)", allow_module_level=True)
 
 from playwright.sync_api import expect, sync_playwright  # noqa: E402
+from test_browser import upload_trace  # noqa: E402
 
 # each payload counts its runs in window.__xss; one closes an attribute first, one is Markdown
 PAYLOADS = (
@@ -65,7 +65,7 @@ def test_a_forged_trace_shows_its_text_and_runs_nothing(page, tmp_path, name, pa
     path = tmp_path / f"forged-{name}"
     path.write_text(json.dumps(data))
     page.evaluate("window.__xss = undefined")
-    page.set_input_files(UPLOAD_INPUT, str(path))
+    upload_trace(page, path)
     # The page is shared with the previous case, whose status also says "Replaying an uploaded trace":
     # wait for this trace's own method and payload, or a slow replay reads the previous one.
     status = page.locator("#status")

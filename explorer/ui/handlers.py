@@ -198,6 +198,8 @@ class Handlers:
         return {
             p.tokens: viz.token_html(trace, index),
             p.round_detail: viz.round_detail_figure(trace, index),
+            p.guided: viz.guided_round_html(trace, index),
+            p.guide_step: len(viz.GUIDE_STEPS),
             **slot_updates(p.view_slots, trace, index),
         }
 
@@ -241,6 +243,21 @@ class Handlers:
     def next_round(self, trace, value, request: gr.Request):
         STOPS.step(session_id(request))
         return self.step(trace, value, +1)
+
+    # -- the guided round (Understand tab) --------------------------------------------------------
+
+    def guide(self, trace, value, step: int) -> tuple:
+        """Show steps 1 … ``step`` of the selected round (clipped to the four steps)."""
+        step = max(1, min(int(step), len(viz.GUIDE_STEPS)))
+        return step, viz.guided_round_html(trace, _round_index(trace, value), step)
+
+    def play_guide(self, trace, value, step):
+        """From step 1, one step per tick of the guide's timer."""
+        return (*self.guide(trace, value, 1), gr.Timer(active=trace is not None))
+
+    def guide_tick(self, trace, value, step):
+        step, shown = self.guide(trace, value, step + 1)
+        return step, shown, gr.Timer(active=step < len(viz.GUIDE_STEPS))
 
     def toggle_play(self, trace, value, playing):
         """Play from the selected round (from the first when at the end) or pause."""

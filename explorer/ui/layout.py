@@ -35,9 +35,10 @@ MODELS = ["default", "tiny-random"]
 INTRO = (
     "# Speculative Decoding Explorer\n"
     "A small draft proposes γ tokens, the target model checks them all in one forward pass and keeps the "
-    "longest prefix it agrees with (Leviathan et al. 2023). Run a prompt and watch each round: which drafts "
-    "were accepted, rejected or discarded, what the two models believed, where the time went, and how the "
-    "measured speedup compares with the theory."
+    "longest prefix it agrees with (Leviathan et al. 2023). **Watch** a run round by round: which drafts were "
+    "accepted, rejected or discarded, what the two models believed, where the time went and why. **Understand** "
+    "one round step by step and the theory; **Compare** methods; **Audit** that a run is lossless; save and "
+    "replay **Traces**."
 )
 
 
@@ -64,91 +65,109 @@ def build_demo() -> gr.Blocks:
         gr.Markdown(INTRO, elem_id="page-title")
         trace_state = gr.State(None)
         playing = gr.State(False)
-        with gr.Row(equal_height=False):
-            with gr.Column(scale=5, min_width=360):
-                prompt = gr.Textbox(label="Prompt", value=first.prompt, lines=6, max_lines=14, elem_id="prompt")
-                examples_slot = gr.Column()
+        with gr.Tabs(elem_id="tabs", selected="watch"):
+            with gr.Tab("Watch", id="watch", elem_id="tab-watch", render_children=True):
+                with gr.Row(equal_height=False):
+                    with gr.Column(scale=5, min_width=360):
+                        prompt = gr.Textbox(label="Prompt", value=first.prompt, lines=6, max_lines=14, elem_id="prompt")
+                        examples_slot = gr.Column()
+                        with gr.Row():
+                            run_btn = gr.Button("▶ Run", variant="primary", elem_id="run")
+                            stop_btn = gr.Button("■ Stop", variant="stop", elem_id="stop")
+                        status = gr.Markdown("Ready. Pick an example or write a prompt, then Run.", elem_id="status")
+                        with gr.Row():
+                            model = gr.Dropdown(MODELS, value="default", label="Target model", allow_custom_value=True,
+                                                info="default: SmolLM2-135M-Instruct, or type hf:ORG/NAME", elem_id="model")
+                            method = gr.Dropdown(list(explorer.METHODS), value=first.method, label="Method", elem_id="method")
+                        with gr.Row():
+                            draft = gr.Dropdown(DRAFTS, value=first.draft, label="Drafter", allow_custom_value=True,
+                                                info="model:<name> · early-exit:N · prompt-lookup:n", elem_id="draft")
+                            controller = gr.Radio(list(CONTROLLERS), value=DEFAULT_CONTROLLER, label="γ controller",
+                                                  info="heuristic: +2 after a full accept, −1 otherwise · dynamic-gamma: the γ that "
+                                                       "maximises Theorem 3.8 at this run's α̂ and c · cost-aware and *-priced: "
+                                                       "draft only what pays at this machine's measured costs",
+                                                  elem_id="controller")
+                        with gr.Row():
+                            # Numbers, not sliders: a slider clamps a typed 100 to its end without a word; a number
+                            # reaches the engine, whose limits (explorer/limits.py, the API's and the CLI's too)
+                            # answer out-of-range values with one line on the page.
+                            gamma = gr.Number(DEFAULT_GAMMA, label="γ: tokens drafted per round", info=f"1 to {MAX_GAMMA}",
+                                              elem_id="gamma")
+                            max_new_tokens = gr.Number(64, label="max new tokens", info=f"1 to {MAX_NEW_TOKENS}",
+                                                       elem_id="max-new-tokens")
+                        with gr.Accordion("Sampling", open=True):
+                            with gr.Row():
+                                temperature = gr.Slider(0, 2, value=0.0, step=0.05, label="temperature (0 = greedy)",
+                                                        elem_id="temperature")
+                                top_p = gr.Slider(0.05, 1, value=1.0, step=0.05, label="top-p (1 = off)", elem_id="top-p")
+                            with gr.Row():
+                                top_k = gr.Number(0, label="top-k (0 = off)", elem_id="top-k")
+                                seed = gr.Number(0, label="seed", info="0 to 2^63 − 1", elem_id="seed")
+                        options = build_options_panel(first.method)
+                        with gr.Accordion("Glossary: the words and symbols on this page", open=False, elem_id="glossary"):
+                            gr.Markdown(GLOSSARY)
+                        with examples_slot:
+                            gr.Examples([[e.prompt, e.method, e.draft] for e in EXAMPLES], inputs=[prompt, method, draft],
+                                        example_labels=[e.kind for e in EXAMPLES], label="Examples (prompt and a drafter that suits it)")
+                    with gr.Column(scale=8):
+                        banner = gr.HTML(viz.method_banner(first.method, explorer.METHODS.get(first.method)),
+                                         css_template=viz.BANNER_CSS, js_on_load=None, elem_id="method-banner")
+                        tokens = gr.HTML("<div class='tok-view'><span class='tok-empty'>Run a prompt (or upload a trace) "
+                                         "to see its tokens round by round.</span></div>",
+                                         css_template=viz.TOKEN_CSS, js_on_load=None, elem_id="tokens", min_height=160)
+                        with gr.Row(elem_id="round-stepper", equal_height=True):
+                            prev_btn = gr.Button("◀ Prev", size="sm", elem_id="prev-round", scale=0, min_width=80)
+                            play_btn = gr.Button("▶ Play", size="sm", elem_id="play-rounds", scale=0, min_width=90)
+                            next_btn = gr.Button("Next ▶", size="sm", elem_id="next-round", scale=0, min_width=80)
+                            refusal_btn = gr.Button("Next refusal ⏭", size="sm", elem_id="next-refusal", scale=0,
+                                                    min_width=130)
+                            round_slider = gr.Slider(1, 2, value=1, step=1, precision=0, label="Round", interactive=False,
+                                                     elem_id="round-slider", scale=1)
+                        timer = gr.Timer(0.8, active=False)
+                        round_detail = gr.Plot(viz.round_detail_figure(None, 0), show_label=False, elem_id="round-detail")
+                latency = gr.Plot(viz.latency_figure(None), show_label=False, elem_id="latency-plot")
+                why = gr.Markdown("", elem_id="why-speed")
+                view_slots = build_view_slots()
+            with gr.Tab("Understand", id="understand", elem_id="tab-understand", render_children=True):
+                gr.Markdown("### One round, step by step", elem_classes=["section-title"])
+                gr.Markdown("The round selected in the Watch tab, as the algorithm runs it: draft → one parallel "
+                            "verification → accept or reject each draft → the target's own correction or bonus token.")
+                guide_step = gr.State(len(viz.GUIDE_STEPS))
+                with gr.Row(elem_id="guide-stepper", equal_height=True):
+                    guide_back = gr.Button("◀ Step back", size="sm", elem_id="guide-back", scale=0, min_width=110)
+                    guide_next = gr.Button("Step ▶", size="sm", elem_id="guide-next", scale=0, min_width=90)
+                    guide_play = gr.Button("▶ Play the round", size="sm", elem_id="guide-play", scale=0, min_width=150)
+                guide_timer = gr.Timer(1.6, active=False)
+                guided = gr.HTML(viz.guided_round_html(None, 0), css_template=viz.GUIDE_CSS, js_on_load=None,
+                                 elem_id="guided-round")
+                gr.Markdown("### Theory: expected speedup, optimal γ, arithmetic operations", elem_classes=["section-title"])
                 with gr.Row():
-                    run_btn = gr.Button("▶ Run", variant="primary", elem_id="run")
-                    stop_btn = gr.Button("■ Stop", variant="stop", elem_id="stop")
-                status = gr.Markdown("Ready. Pick an example or write a prompt, then Run.", elem_id="status")
+                    theory_alpha = gr.Slider(0, 0.99, value=0.8, step=0.01, label="α: acceptance rate", elem_id="theory-alpha")
+                    theory_c = gr.Slider(0, 1, value=0.1, step=0.01, label="c: draft / target time per forward",
+                                         elem_id="theory-c")
+                    theory_c_hat = gr.Slider(0, 1, value=0.1, step=0.01, label="ĉ: draft / target operations per token",
+                                             elem_id="theory-c-hat")
+                theory = gr.Plot(viz.theory_figure(0.8, 0.1, 0.1), show_label=False, elem_id="theory-plot")
+                theory_lab_section(DECODE_CONCURRENCY)
+            with gr.Tab("Compare", id="compare", elem_id="tab-compare", render_children=True):
+                compare_section()
+                bild_sweep_section(DECODE_CONCURRENCY)
+            with gr.Tab("Audit", id="audit", elem_id="tab-audit", render_children=True):
+                audit = audit_section()
+            with gr.Tab("Traces", id="traces", elem_id="tab-traces", render_children=True):
+                gr.Markdown("### Traces: save a run, replay it anywhere without a model", elem_classes=["section-title"])
                 with gr.Row():
-                    model = gr.Dropdown(MODELS, value="default", label="Target model", allow_custom_value=True,
-                                        info="default: SmolLM2-135M-Instruct, or type hf:ORG/NAME", elem_id="model")
-                    method = gr.Dropdown(list(explorer.METHODS), value=first.method, label="Method", elem_id="method")
-                with gr.Row():
-                    draft = gr.Dropdown(DRAFTS, value=first.draft, label="Drafter", allow_custom_value=True,
-                                        info="model:<name> · early-exit:N · prompt-lookup:n", elem_id="draft")
-                    controller = gr.Radio(list(CONTROLLERS), value=DEFAULT_CONTROLLER, label="γ controller",
-                                          info="heuristic: +2 after a full accept, −1 otherwise · dynamic-gamma: the γ that "
-                                               "maximises Theorem 3.8 at this run's α̂ and c · cost-aware and *-priced: "
-                                               "draft only what pays at this machine's measured costs",
-                                          elem_id="controller")
-                with gr.Row():
-                    # Numbers, not sliders: a slider clamps a typed 100 to its end without a word; a number
-                    # reaches the engine, whose limits (explorer/limits.py, the API's and the CLI's too)
-                    # answer out-of-range values with one line on the page.
-                    gamma = gr.Number(DEFAULT_GAMMA, label="γ: tokens drafted per round", info=f"1 to {MAX_GAMMA}",
-                                      elem_id="gamma")
-                    max_new_tokens = gr.Number(64, label="max new tokens", info=f"1 to {MAX_NEW_TOKENS}",
-                                               elem_id="max-new-tokens")
-                with gr.Accordion("Sampling", open=True):
-                    with gr.Row():
-                        temperature = gr.Slider(0, 2, value=0.0, step=0.05, label="temperature (0 = greedy)",
-                                                elem_id="temperature")
-                        top_p = gr.Slider(0.05, 1, value=1.0, step=0.05, label="top-p (1 = off)", elem_id="top-p")
-                    with gr.Row():
-                        top_k = gr.Number(0, label="top-k (0 = off)", elem_id="top-k")
-                        seed = gr.Number(0, label="seed", info="0 to 2^63 − 1", elem_id="seed")
-                options = build_options_panel(first.method)
-                with gr.Accordion("Glossary: the words and symbols on this page", open=False, elem_id="glossary"):
-                    gr.Markdown(GLOSSARY)
-                with examples_slot:
-                    gr.Examples([[e.prompt, e.method, e.draft] for e in EXAMPLES], inputs=[prompt, method, draft],
-                                example_labels=[e.kind for e in EXAMPLES], label="Examples (prompt and a drafter that suits it)")
-            with gr.Column(scale=8):
-                banner = gr.HTML(viz.method_banner(first.method, explorer.METHODS.get(first.method)),
-                                 css_template=viz.BANNER_CSS, js_on_load=None, elem_id="method-banner")
-                tokens = gr.HTML("<div class='tok-view'><span class='tok-empty'>Run a prompt (or upload a trace) "
-                                 "to see its tokens round by round.</span></div>",
-                                 css_template=viz.TOKEN_CSS, js_on_load=None, elem_id="tokens", min_height=160)
-                with gr.Row(elem_id="round-stepper", equal_height=True):
-                    prev_btn = gr.Button("◀ Prev", size="sm", elem_id="prev-round", scale=0, min_width=80)
-                    play_btn = gr.Button("▶ Play", size="sm", elem_id="play-rounds", scale=0, min_width=90)
-                    next_btn = gr.Button("Next ▶", size="sm", elem_id="next-round", scale=0, min_width=80)
-                    refusal_btn = gr.Button("Next refusal ⏭", size="sm", elem_id="next-refusal", scale=0,
-                                            min_width=130)
-                    round_slider = gr.Slider(1, 2, value=1, step=1, precision=0, label="Round", interactive=False,
-                                             elem_id="round-slider", scale=1)
-                timer = gr.Timer(0.8, active=False)
-                round_detail = gr.Plot(viz.round_detail_figure(None, 0), show_label=False, elem_id="round-detail")
-        latency = gr.Plot(viz.latency_figure(None), show_label=False, elem_id="latency-plot")
-        why = gr.Markdown("", elem_id="why-speed")
-        view_slots = build_view_slots()
-        gr.Markdown("### Theory: expected speedup, optimal γ, arithmetic operations", elem_classes=["section-title"])
-        with gr.Row():
-            theory_alpha = gr.Slider(0, 0.99, value=0.8, step=0.01, label="α: acceptance rate", elem_id="theory-alpha")
-            theory_c = gr.Slider(0, 1, value=0.1, step=0.01, label="c: draft / target time per forward",
-                                 elem_id="theory-c")
-            theory_c_hat = gr.Slider(0, 1, value=0.1, step=0.01, label="ĉ: draft / target operations per token",
-                                     elem_id="theory-c-hat")
-        theory = gr.Plot(viz.theory_figure(0.8, 0.1, 0.1), show_label=False, elem_id="theory-plot")
-        theory_lab_section(DECODE_CONCURRENCY)
-        compare_section()
-        bild_sweep_section(DECODE_CONCURRENCY)
-        audit = audit_section()
-        gr.Markdown("### Traces: save a run, replay it anywhere without a model", elem_classes=["section-title"])
-        with gr.Row():
-            download = gr.DownloadButton("⬇ Download this trace (.json)", interactive=False, elem_id="trace-download")
-            upload = gr.UploadButton("⬆ Upload a trace (.json) to replay", file_types=[".json"], type="binary",
-                                     elem_id="trace-upload")
+                    download = gr.DownloadButton("⬇ Download this trace (.json)", interactive=False, elem_id="trace-download")
+                    upload = gr.UploadButton("⬆ Upload a trace (.json) to replay", file_types=[".json"], type="binary",
+                                             elem_id="trace-upload")
 
         page = Page(prompt=prompt, model=model, method=method, draft=draft, gamma=gamma, controller=controller,
                     temperature=temperature, top_k=top_k, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed,
                     run_btn=run_btn, stop_btn=stop_btn, status=status, banner=banner, tokens=tokens,
                     round_slider=round_slider, prev_btn=prev_btn, play_btn=play_btn, next_btn=next_btn,
                     refusal_btn=refusal_btn, timer=timer,
-                    round_detail=round_detail, latency=latency, why=why, audit=audit.greedy, theory_alpha=theory_alpha, theory_c=theory_c,
+                    round_detail=round_detail, latency=latency, why=why, audit=audit.greedy, guided=guided, guide_step=guide_step,
+                    guide_back=guide_back, guide_next=guide_next, guide_play=guide_play, guide_timer=guide_timer, theory_alpha=theory_alpha, theory_c=theory_c,
                     theory_c_hat=theory_c_hat, theory=theory, download=download, upload=upload,
                     trace_state=trace_state, playing=playing, view_slots=view_slots, options=options)
         _wire(page, Handlers(page))
@@ -179,6 +198,11 @@ def _wire(p: Page, h: Handlers) -> None:
     p.prev_btn.click(h.previous_round, inputs=stepping, outputs=[p.round_slider, *p.round_views()], **quiet)
     p.next_btn.click(h.next_round, inputs=stepping, outputs=[p.round_slider, *p.round_views()], **quiet)
     p.refusal_btn.click(h.next_refusal, inputs=stepping, outputs=[p.round_slider, *p.round_views()], **quiet)
+    guiding = [p.trace_state, p.round_slider, p.guide_step]
+    p.guide_back.click(lambda t, v, s: h.guide(t, v, s - 1), inputs=guiding, outputs=[p.guide_step, p.guided], **quiet)
+    p.guide_next.click(lambda t, v, s: h.guide(t, v, s + 1), inputs=guiding, outputs=[p.guide_step, p.guided], **quiet)
+    p.guide_play.click(h.play_guide, inputs=guiding, outputs=[p.guide_step, p.guided, p.guide_timer], **quiet)
+    p.guide_timer.tick(h.guide_tick, inputs=guiding, outputs=[p.guide_step, p.guided, p.guide_timer], **quiet)
     p.play_btn.click(h.toggle_play, inputs=[*stepping, p.playing], outputs=play_outputs, **quiet)
     p.timer.tick(h.tick, inputs=stepping, outputs=play_outputs, **quiet)
     for slider in theory_inputs:  # `input`: drags, clicks and the arrow keys (`release` missed the keys)

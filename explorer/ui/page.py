@@ -40,6 +40,12 @@ class Page:
     latency: gr.Plot
     why: gr.Markdown  # the run's speed explained in plain words (``viz.speed_explanation``)
     audit: gr.Markdown  # the greedy audit against plain decoding (``explorer.audit``)
+    guided: gr.HTML  # the selected round, step by step (``viz.guided_round_html``)
+    guide_step: gr.State  # how many of its steps are shown
+    guide_back: gr.Button
+    guide_next: gr.Button
+    guide_play: gr.Button
+    guide_timer: gr.Timer
     theory_alpha: gr.Slider
     theory_c: gr.Slider
     theory_c_hat: gr.Slider
@@ -59,7 +65,7 @@ class Page:
 
     def round_views(self) -> list:
         """Outputs redrawn when the selected round changes."""
-        return [self.tokens, self.round_detail] + [c for s in self.view_slots for c in (s.box, s.output)]
+        return [self.tokens, self.round_detail, self.guided, self.guide_step] + [c for s in self.view_slots for c in (s.box, s.output)]
 
     def everything(self) -> list:
         """Outputs a whole new trace can touch."""

@@ -171,7 +171,7 @@ def theory_lab_section(concurrency_limit: int) -> None:
                 "Solid: the same theorem with that check priced as measured on this machine, T(γ+1)/T(1). Where the "
                 "dots leave the dotted line, the paper's verify-cost assumption is what breaks; where they leave the "
                 "solid one too, the run's per-round overheads and the few dozen tests behind α̂ do. "
-                "Method `synthetic` in the picker above runs one point round by round.")
+                "Method `synthetic` in the Watch tab's method picker runs one point round by round.")
     with gr.Row():
         alphas = gr.Textbox("0.6, 0.9", label="α values (0–1)", elem_id="lab-alphas")
         gammas = gr.Textbox("1, 2, 4, 8", label="γ values (whole)", elem_id="lab-gammas")

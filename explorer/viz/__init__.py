@@ -7,6 +7,8 @@ them), ``summary`` (words), ``explain`` (why a run was as fast as it was), ``vie
 """
 
 from .explain import speed_explanation
+from .guided import GUIDE_CSS, guided_round_html
+from .guided import STEPS as GUIDE_STEPS
 from .latency import cumulative_throughput, latency_figure, measured_speedup
 from .rounds import round_detail_figure, round_panels
 from .style import empty_figure
@@ -18,7 +20,7 @@ from .tokens import (FATES, TOKEN_CSS, fate_counts, next_refusal, opening_round,
 from .views import MethodView, discover, register, register_note, views_for
 
 __all__ = [
-    "BANNER_CSS", "FATES", "MethodView", "TOKEN_CSS", "cumulative_throughput", "discover", "empty_figure",
+    "BANNER_CSS", "FATES", "GUIDE_CSS", "GUIDE_STEPS", "guided_round_html", "MethodView", "TOKEN_CSS", "cumulative_throughput", "discover", "empty_figure",
     "fate_counts", "latency_figure", "measured_speedup", "method_banner", "next_refusal", "opening_round", "register",
     "register_note", "round_caption", "round_detail_figure", "round_fates", "round_panels", "run_summary",
     "safe_markdown", "speed_explanation", "theory_figure", "token_html", "views_for",
