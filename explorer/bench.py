@@ -91,6 +91,19 @@ def parse_system(name: str, gamma: int, controller: str) -> System:
     )
 
 
+def decode_keywords(system: System) -> dict:
+    """``explorer.decode`` / ``stream`` keywords for one of our systems (not the ``hf-*`` ones): method,
+    draft, γ, controller and the method's own options (``bita``'s tree kind and top-k ride in ``draft``)."""
+    if system.method.startswith("hf-"):
+        raise ExplorerError(f"{system.name} is Hugging Face's own decoding, not the explorer's")
+    keywords = {"method": system.method, "draft": system.draft, "gamma": system.gamma or None,
+                "controller": system.controller, **dict(system.options)}
+    if system.method == "bita":
+        tree, _, k = system.draft.partition(":")
+        keywords |= {"draft": None, "bita_tree": tree, "bita_top_k": int(k)}
+    return keywords
+
+
 def load_prompts(path: Path = PROMPTS_FILE) -> list[dict]:
     return json.loads(path.read_text(encoding="utf-8"))["prompts"]
 
@@ -131,14 +144,9 @@ def _run(model, systems, repeats, max_new_tokens, temperature, gamma, controller
             return out, seconds, None
         if system.method.startswith("hf-"):
             return _hf_generate(target, prompt_ids, n, temperature, **assistants.get(system.name, {}))
-        bita = {}
-        if system.method == "bita":
-            tree, _, k = system.draft.partition(":")
-            bita = {"bita_tree": tree, "bita_top_k": int(k)}
         start = time.perf_counter()
-        trace = decode(target, prompt_ids=prompt_ids, method=system.method, draft=system.draft,
-                       gamma=system.gamma or None, controller=system.controller,
-                       temperature=temperature, max_new_tokens=n, seed=0, **bita, **dict(system.options))
+        trace = decode(target, prompt_ids=prompt_ids, temperature=temperature, max_new_tokens=n, seed=0,
+                       **decode_keywords(system))
         return list(trace.output_ids), time.perf_counter() - start, trace
 
     for system in chosen:  # warm-up: first calls pay for allocations and lazy initialisation

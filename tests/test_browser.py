@@ -6,6 +6,7 @@ Screenshots and the measured timings go to test-artifacts/ (git-ignored).
 from __future__ import annotations
 
 import json
+import re
 import time
 import warnings
 from pathlib import Path
@@ -292,6 +293,30 @@ def test_the_sampling_audit_tests_the_first_token_against_the_target(page):
     expect(page.locator("#sampling-audit")).to_contain_text("p = ")
     expect(page.locator("#audit-plot")).to_contain_text("Sampling audit: first token over 30 runs")
     page.locator("#audit-plot").screenshot(path=str(ARTIFACTS / "browser-audit.png"))
+
+
+def test_a_race_runs_live_and_lands_in_compare(page):
+    set_number(page, "max-new-tokens", 16)
+    open_tab(page, "compare")
+    for lane, system in ((3, "none"), (4, "none")):
+        page.locator(f"#race-lane-{lane} input").fill(system)
+        page.locator(f"#race-lane-{lane} input").press("Enter")
+    page.click("#race-run")
+    expect(page.locator("#race-download")).to_be_enabled(timeout=DECODE_TIMEOUT_MS)
+    lanes = page.locator("#race .race-lane")
+    expect(lanes).to_have_count(2)
+    expect(lanes.nth(0)).to_contain_text("ar (plain decoding)")
+    expect(lanes.nth(1)).to_contain_text(re.compile(r"×\d+\.\d\d plain decoding"))
+    expect(page.locator("#race .race-lane.done")).to_have_count(2)
+    # the race's numbers are now the Compare view's report, and a file
+    expect(page.locator("#compare-table")).to_contain_text("speculative:prompt-lookup:3")
+    expect(page.locator("#compare-plot")).to_contain_text("1 prompts × 1 repeats")
+    with page.expect_download() as info:
+        page.click("#race-download")
+    report = json.loads(Path(info.value.path()).read_text())
+    assert [r["system"] for r in report["rows"]] == ["ar", "speculative:prompt-lookup:3"]
+    assert report["rows"][1]["identical_to_ar"] is True
+    page.locator("#race").screenshot(path=str(ARTIFACTS / "browser-race.png"))
 
 
 def test_stop_keeps_what_was_decoded(page):

@@ -381,9 +381,16 @@ def trace_folder(session: str) -> Path:
     return TRACE_DIR / re.sub(r"[^A-Za-z0-9_-]", "_", session)[:64]
 
 
+def race_folder(session: str) -> Path:
+    """Where a session's race report is written (``ui/race``)."""
+    return TRACE_DIR / (trace_folder(session).name + "-race")
+
+
 def forget_session(request: gr.Request) -> None:
-    """The page was closed: its trace file goes with it."""
-    shutil.rmtree(trace_folder(session_id(request)), ignore_errors=True)
+    """The page was closed: its trace file (and its race report) go with it."""
+    session = session_id(request)
+    shutil.rmtree(trace_folder(session), ignore_errors=True)
+    shutil.rmtree(race_folder(session), ignore_errors=True)
 
 
 def _clean_stale_trace_files(now: float) -> None:

@@ -24,6 +24,7 @@ from .glossary import GLOSSARY
 from .handlers import Handlers, forget_session
 from .options import build_options_panel
 from .page import Page
+from .race import race_section, wire_race
 from .sections import bild_sweep_section, compare_section, theory_lab_section
 from .views import build_view_slots
 
@@ -150,7 +151,8 @@ def build_demo() -> gr.Blocks:
                 theory = gr.Plot(viz.theory_figure(0.8, 0.1, 0.1), show_label=False, elem_id="theory-plot")
                 theory_lab_section(DECODE_CONCURRENCY)
             with gr.Tab("Compare", id="compare", elem_id="tab-compare", render_children=True):
-                compare_section()
+                racing = race_section()
+                compare = compare_section()
                 bild_sweep_section(DECODE_CONCURRENCY)
             with gr.Tab("Audit", id="audit", elem_id="tab-audit", render_children=True):
                 audit = audit_section()
@@ -172,6 +174,7 @@ def build_demo() -> gr.Blocks:
                     trace_state=trace_state, playing=playing, view_slots=view_slots, options=options)
         _wire(page, Handlers(page))
         wire_audit(page, audit, DECODE_CONCURRENCY)
+        wire_race(page, racing, compare, DECODE_CONCURRENCY)
         demo.load(None, js=ROUND_KEYS_JS)  # ← → step through rounds (not while typing in a field)
         demo.unload(forget_session)  # a closed page's trace file goes with it
     return demo

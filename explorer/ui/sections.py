@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import html
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import gradio as gr
@@ -78,7 +79,17 @@ def _compare_outputs(report: dict | None, against: str):
     return compare_figure(report, AGAINST[against]), bench.markdown(report, text=safe_markdown)
 
 
-def compare_section() -> None:
+@dataclass
+class CompareView:
+    """What other sections may write to: the report shown and its two outputs (the race sends its own)."""
+
+    report: gr.State
+    against: gr.Radio
+    plot: gr.Plot
+    table: gr.Markdown
+
+
+def compare_section() -> CompareView:
     """The Compare view (call inside the Blocks context)."""
     shipped = load_bench_report(LATEST_BENCH.read_text()) if LATEST_BENCH.is_file() else None
     gr.Markdown("### Compare: every method side by side", elem_classes=["section-title"])
@@ -108,6 +119,7 @@ def compare_section() -> None:
     against.change(redraw, inputs=[report_state, against], outputs=[plot, markdown], api_visibility="private")
     upload.upload(uploaded, inputs=[upload, report_state, against], outputs=[report_state, plot, markdown],
                   api_visibility="private")
+    return CompareView(report_state, against, plot, markdown)
 
 
 def parse_numbers(text: str, name: str) -> tuple[float, ...]:

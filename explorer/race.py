@@ -1,0 +1,168 @@
+"""A race: one prompt through plain decoding (``ar``) and up to three other systems, round by round.
+
+The lanes share the machine by taking turns: the next round always goes to the unfinished lane whose own
+clock (the sum of its rounds' measured seconds) is furthest behind. So at any moment every lane has run
+about as long as the others, and what the page shows is what each would have done alone in that time —
+on 2 cores, lanes decoding at once would slow each other and the race would measure the contention.
+A finished race is exported as a benchmark report (``race_report``), which the Compare view reads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator
+
+from .api import load_cached, stream
+from .bench import System, decode_keywords, parse_system
+from .errors import ExplorerError
+from .run import Decoding
+
+MAX_LANES = 3  # besides plain decoding
+WARM_UP_TOKENS = 4
+RACE_SYSTEMS = ("speculative:prompt-lookup:3", "eesd", "bita", "speculative:early-exit:8",
+                "speculative:early-exit:4/cost-aware", "hierarchical:prompt-lookup:3>early-exit:4",
+                "bild:early-exit:8")
+
+
+@dataclass
+class Lane:
+    """One system in the race: its decode, its own clock (seconds of its rounds) and where it finished."""
+
+    system: System
+    decoding: Decoding
+    clock: float = 0.0
+    done: bool = False
+    place: int | None = None
+    _rounds: Iterator = field(default=None, repr=False)
+
+    @property
+    def label(self) -> str:
+        return "ar (plain decoding)" if self.system.method == "ar" else self.system.name
+
+    def step(self) -> bool:
+        """Decode one round; False (and ``done``) when the lane has finished."""
+        if self._rounds is None:
+            self._rounds = iter(self.decoding)
+        try:
+            r = next(self._rounds)
+        except StopIteration:
+            self.done = True
+            return False
+        self.clock += r.timing.total_s
+        return True
+
+
+@dataclass(frozen=True)
+class LaneView:
+    """What the page draws of a lane: its tokens (text, how each came to be) and its counts so far."""
+
+    label: str
+    tokens: tuple[tuple[str, str], ...]  # (text piece, accepted | corrected | bonus | target)
+    clock: float
+    done: bool
+    place: int | None
+    drafted: int
+    accepted: int
+
+
+def snapshot(lanes: list[Lane]) -> list[LaneView]:
+    """Every lane as the page shows it now (token texts from the lane's own tokenizer)."""
+    views = []
+    for lane in lanes:
+        rounds = lane.decoding.rounds
+        ids = [t for r in rounds for t in r.emitted]
+        kinds = [k for r in rounds for k in r.emitted_kind]
+        texts = lane.decoding.target.token_texts(ids)
+        views.append(LaneView(lane.label, tuple((texts[t], k) for t, k in zip(ids, kinds)), lane.clock, lane.done,
+                              lane.place, sum(len(r.drafted) for r in rounds), sum(r.n_accepted for r in rounds)))
+    return views
+
+
+def parse_lanes(systems: list[str]) -> list[System]:
+    """The chosen systems (blank and "none" entries skipped, duplicates once), ``ar`` first."""
+    chosen: list[System] = []
+    for name in systems:
+        name = (name or "").strip()
+        if not name or name == "none" or name == "ar" or name in [s.name for s in chosen]:
+            continue
+        system = _race_system(name)
+        chosen.append(system)
+    if len(chosen) > MAX_LANES:
+        raise ExplorerError(f"a race takes at most {MAX_LANES} systems besides plain decoding")
+    return [parse_system("ar", 0, "fixed")] + chosen
+
+
+def _race_system(name: str) -> System:
+    """A bench system, or ``bild:<draft>`` (BiLD with its default thresholds; lossy)."""
+    if name.startswith("bild:"):
+        return System(name, "bild", name.partition(":")[2], None, 0)
+    system = parse_system(name, 4, "fixed")
+    if system.method.startswith("hf-"):
+        raise ExplorerError(f"{name!r} is Hugging Face's own decoding: the race runs the explorer's systems")
+    return system
+
+
+def start(model, prompt: str | None, systems: list[str], *, prompt_ids: list[int] | None = None,
+          temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, max_new_tokens: int = 64, seed: int = 0,
+          chat: bool = True) -> list[Lane]:
+    """Lanes ready to race: every decode validated and started before the first round, and every system run
+    once for a few tokens first (untimed), so that no lane pays for loading its draft or a first call's
+    allocations inside the race."""
+    target = load_cached(model, None, None)
+    lanes = []
+    for system in parse_lanes(systems):
+        stream(target, None if prompt_ids else prompt, prompt_ids=prompt_ids, max_new_tokens=WARM_UP_TOKENS,
+               chat=chat, **decode_keywords(system)).run()
+        decoding = stream(target, None if prompt_ids else prompt, prompt_ids=prompt_ids, temperature=temperature,
+                          top_k=top_k, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed, chat=chat,
+                          **decode_keywords(system))
+        prompt_ids = list(decoding.prompt_ids)  # every lane decodes the same tokens
+        lanes.append(Lane(system, decoding))
+    return lanes
+
+
+def steps(lanes: list[Lane]) -> Iterator[list[Lane]]:
+    """Race round by round: always step the unfinished lane furthest behind; yield the lanes after each."""
+    finished = 0
+    while True:
+        running = [lane for lane in lanes if not lane.done]
+        if not running:
+            return
+        lane = min(running, key=lambda x: x.clock)
+        if not lane.step():
+            finished += 1
+            lane.place = finished
+        yield lanes
+
+
+def run(lanes: list[Lane]) -> list[Lane]:
+    """Race to the end."""
+    for _ in steps(lanes):
+        pass
+    return lanes
+
+
+def race_report(lanes: list[Lane]) -> dict:
+    """The race as a benchmark report (``bench``'s row fields; one prompt, one repeat) for Compare."""
+    traces = [lane.decoding.trace() for lane in lanes]
+    plain = traces[0]
+    base = plain.summary.tokens_per_s
+    rows = []
+    for lane, trace in zip(lanes, traces):
+        s = trace.summary
+        if not s.tokens_per_s or not base:
+            continue
+        rows.append({
+            "system": lane.system.name, "method": trace.method, "draft": trace.draft,
+            "controller": trace.settings.controller if trace.draft else None,
+            "tokens_per_s": s.tokens_per_s, "speedup_vs_ar": s.tokens_per_s / base,
+            "acceptance_rate": s.acceptance_rate, "alpha_hat": s.alpha_hat,
+            "tokens_per_target_forward": s.tokens_per_target_forward, "c": s.c_measured,
+            "predicted_speedup": s.predicted_speedup,
+            "identical_to_ar": (list(trace.output_ids) == list(plain.output_ids))
+            if trace.settings.temperature == 0 else None,
+        })
+    st = plain.settings
+    return {"rows": rows, "meta": {"source": "race", "model": plain.model, "device": plain.device,
+                                   "dtype": plain.dtype, "prompts": 1, "repeats": 1,
+                                   "max_new_tokens": st.max_new_tokens, "temperature": st.temperature}}

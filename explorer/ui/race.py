@@ -1,0 +1,114 @@
+"""The Compare tab's race: the Watch tab's prompt and settings through plain decoding and up to three
+systems, live (``explorer.race``), then its numbers as a benchmark report shown in Compare and offered
+as a file."""
+
+from __future__ import annotations
+
+import html
+import json
+import logging
+import re
+import shutil
+import time
+from dataclasses import dataclass
+
+import gradio as gr
+
+import explorer
+from explorer import race
+from explorer.viz.race import RACE_CSS, race_html
+
+from .handlers import LOAD_LOCK, race_folder
+from .inputs import decode_options
+from .page import Page
+from .sections import AGAINST, CompareView, _compare_outputs, load_bench_report
+from .session import StopRequests, session_id
+
+log = logging.getLogger(__name__)
+RACE_STOPS = StopRequests()
+DEFAULT_LANES = ("speculative:prompt-lookup:3", "eesd", "bita")
+SHOW_EVERY_S = 0.25  # the lanes are redrawn at most this often (drawing shares the CPU with the race)
+
+
+@dataclass
+class RaceSection:
+    lanes: list[gr.Dropdown]
+    run: gr.Button
+    stop: gr.Button
+    view: gr.HTML
+    download: gr.DownloadButton
+
+
+def race_section() -> RaceSection:
+    """The race's components (call inside the Blocks context, where the race goes)."""
+    gr.Markdown("### Race: plain decoding against up to three methods, live", elem_classes=["section-title"])
+    gr.Markdown("The prompt, model and sampling settings of the Watch tab, decoded by plain decoding and by each "
+                "system you pick. When it ends, its numbers appear in the Compare view below (and as a report file "
+                "to download or upload again later).")
+    with gr.Row():
+        lanes = [gr.Dropdown(["none", *race.RACE_SYSTEMS], value=value, label=f"lane {i + 2}", allow_custom_value=True,
+                             elem_id=f"race-lane-{i + 2}") for i, value in enumerate(DEFAULT_LANES)]
+    with gr.Row():
+        run = gr.Button("▶ Start the race", variant="primary", elem_id="race-run")
+        stop = gr.Button("■ Stop the race", variant="stop", elem_id="race-stop")
+        download = gr.DownloadButton("⬇ The race as a report (.json)", interactive=False, elem_id="race-download")
+    view = gr.HTML(race_html([], 0), css_template=RACE_CSS, js_on_load=None, elem_id="race")
+    return RaceSection(lanes, run, stop, view, download)
+
+
+def wire_race(page: Page, section: RaceSection, compare: CompareView, concurrency_limit: int) -> None:
+    """Start (queued with the decodes), Stop (not queued, so it gets through) and the race's outputs."""
+
+    def run_race(values: dict, request: gr.Request):
+        session = session_id(request)
+        RACE_STOPS.begin(session)
+        try:
+            options = decode_options("ar", None, 4, None, values[page.temperature], values[page.top_k],
+                                     values[page.top_p], values[page.max_new_tokens], values[page.seed])
+            yield {section.view: "<div class='race'><div class='race-clock'>⏳ Loading the models of every "
+                                 "lane…</div></div>", section.download: gr.DownloadButton(interactive=False)}
+            with LOAD_LOCK:
+                lanes = race.start(values[page.model], values[page.prompt], [values[d] for d in section.lanes],
+                                   temperature=options["temperature"], top_k=options["top_k"], top_p=options["top_p"],
+                                   max_new_tokens=options["max_new_tokens"], seed=options["seed"])
+            shown = 0.0
+            for _ in race.steps(lanes):
+                if RACE_STOPS.pending(session):
+                    break
+                if time.perf_counter() - shown >= SHOW_EVERY_S:
+                    shown = time.perf_counter()
+                    yield {section.view: race_html(race.snapshot(lanes), options["max_new_tokens"])}
+            report = load_bench_report(json.dumps(race.race_report(lanes)))  # what Compare reads, checked alike
+            figure, table = _compare_outputs(report, "our ar")
+            yield {section.view: race_html(race.snapshot(lanes), options["max_new_tokens"]),
+                   section.download: gr.DownloadButton(value=str(_write_report(report, session)), interactive=True),
+                   compare.report: report, compare.against: next(iter(AGAINST)), compare.plot: figure,
+                   compare.table: table}
+        except explorer.ExplorerError as err:
+            raise gr.Error(html.escape(str(err))) from None
+        except Exception:  # the stack trace goes to the log, never to the page
+            log.exception("race failed")
+            raise gr.Error("something went wrong on the server during the race (it is logged)") from None
+        finally:
+            RACE_STOPS.end(session)
+
+    def stop_race(request: gr.Request):
+        if not RACE_STOPS.request(session_id(request)):
+            gr.Info("No race is running.")
+
+    section.run.click(run_race, inputs={page.model, page.prompt, page.temperature, page.top_k, page.top_p,
+                                        page.max_new_tokens, page.seed, *section.lanes},
+                      outputs=[section.view, section.download, compare.report, compare.against, compare.plot,
+                               compare.table],
+                      concurrency_limit=concurrency_limit, concurrency_id="decode", show_progress="hidden",
+                      api_visibility="private")
+    section.stop.click(stop_race, queue=False, show_progress="hidden", api_visibility="private")
+
+
+def _write_report(report: dict, session: str):
+    folder = race_folder(session)
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / re.sub(r"[^A-Za-z0-9_.-]", "_", f"race-{time.strftime('%Y%m%d-%H%M%S')}.json")
+    path.write_text(json.dumps(report, indent=1), encoding="utf-8")
+    return path
