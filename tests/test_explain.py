@@ -112,7 +112,7 @@ def test_the_status_names_the_trained_draft_and_warns_when_none_fits(lookup, ar)
     trained = dataclasses.replace(lookup, draft="early-exit:8", draft_about="early-exit:8: first 8 layers + trained "
                                   "exit layer llama-L30-n8.safetensors, held-out agreement 31%")
     text = viz.run_summary(trained, ar)
-    assert "Draft used: early\\-exit:8: first 8 layers + trained exit layer" in text and "⚠" not in text
+    assert "Draft used: early\\-exit:8: first 8 layers" in text and "trained exit layer" in text and "⚠" not in text
     bare = dataclasses.replace(lookup, draft="early-exit:5",
                                draft_about="early-exit:5: first 5 layers + untrained exit after layer 5")
     assert "⚠ No trained draft ships for these weights" in viz.run_summary(bare, ar)
