@@ -32,6 +32,35 @@ def client(served):
     return Client(served[1], verbose=False)
 
 
+def test_decode_is_the_one_mcp_tool_with_documented_typed_parameters(served):
+    """Gradio's MCP server (gradio[mcp], in requirements.txt) lists `decode` and nothing of the UI."""
+    import asyncio
+    import json
+
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamablehttp_client
+
+    schema = json.loads(urllib.request.urlopen(served[1] + "gradio_api/mcp/schema", timeout=30).read())
+    assert [tool["meta"]["endpoint_name"] for tool in schema] == ["decode"]
+    properties = schema[0]["inputSchema"]["properties"]
+    assert properties["gamma"]["type"] == "integer" and properties["temperature"]["type"] == "number"
+    assert all(p.get("description") for p in properties.values()) and schema[0]["inputSchema"]["required"] == ["prompt"]
+
+    async def call():
+        async with streamablehttp_client(served[1] + "gradio_api/mcp/") as (read, write, _):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                tools = await session.list_tools()
+                result = await session.call_tool(tools.tools[0].name, {
+                    "prompt": "the cat", "method": "speculative", "draft": "model:tiny-random:2:1", "gamma": 3,
+                    "temperature": 0, "max_new_tokens": 8, "seed": 0, "model": "tiny-random:1"})
+                return [c.text for c in result.content if getattr(c, "text", None)]
+
+    texts = asyncio.run(call())
+    trace = explorer.load_trace(texts[-1])
+    assert trace.method == "speculative" and len(trace.output_ids) == 8
+
+
 def test_decode_returns_a_trace_that_loads(client):
     out = client.predict("the quick brown fox", "speculative", "model:tiny-random:2:1", 3, 1.0, 24, 5, "tiny-random:1",
                          api_name="/decode")

@@ -345,12 +345,24 @@ class Handlers:
     def api_decode(self, prompt: str, method: str = "speculative", draft: str | None = "early-exit:8",
                    gamma: int = DEFAULT_GAMMA, temperature: float = 0.0, max_new_tokens: int = 64, seed: int = 0,
                    model: str = "default") -> Iterator[str]:
-        """Decode one prompt: a progress line per round, then the trace as JSON (the last output, what
-        ``Client.predict`` returns; ``explorer.load_trace`` reads it back).
+        """Decode a prompt with a speculative-decoding method and return its per-round trace as JSON.
 
-        A generator on purpose: Gradio resumes it once per round, so a cancelled job or a client that
-        went away ends the decode at the next round instead of running it to the end on cores whose
-        concurrency slot was already given to someone else."""
+        Args:
+            prompt: the text to continue; it is wrapped in the model's chat template.
+            method: ar, speculative, eesd, bild, bita, lenient, hierarchical, beam or synthetic.
+            draft: the drafter: early-exit:N, prompt-lookup:n or model:<name>; ar and bita ignore it.
+            gamma: tokens drafted per round, 1 to 64.
+            temperature: 0 for greedy decoding, else the sampling temperature (at most 100).
+            max_new_tokens: how many tokens to generate, 1 to 4096.
+            seed: the random seed, 0 to 2^63 - 1.
+            model: default (SmolLM2-135M-Instruct, offline) or hf:ORG/NAME.
+        Returns:
+            One progress line per round, then the trace as JSON (schema spec-explorer/trace@2; what
+            Client.predict returns, and explorer.load_trace reads back).
+        """
+        # A generator on purpose: Gradio resumes it once per round, so a cancelled job or a client that
+        # went away ends the decode at the next round instead of running it to the end on cores whose
+        # concurrency slot was already given to someone else.
         try:
             # no controller: the engine's default (fixed γ), except eesd's Thompson sampling from its preset
             options = decode_options(method, draft, gamma, None, temperature, 0, 1.0, max_new_tokens, seed)

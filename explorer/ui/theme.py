@@ -6,6 +6,8 @@ when the app is launched without these options."""
 
 from __future__ import annotations
 
+import importlib.util
+
 import gradio as gr
 
 from explorer.limits import MAX_TRACE_BYTES
@@ -43,4 +45,8 @@ def theme() -> gr.themes.Base:
 def launch_options() -> dict:
     """Keyword arguments for ``demo.launch`` (merged with the caller's own)."""
     # Gradio refuses larger uploads before reading them; the trace loader checks the same bound again
-    return {"theme": theme(), "css": PAGE_CSS, "max_file_size": MAX_TRACE_BYTES, "show_error": False}
+    # the `decode` endpoint is also an MCP tool where Gradio's MCP extra is installed (gradio[mcp]); every
+    # UI-only event is api_visibility="private", so it is the only tool
+    mcp = importlib.util.find_spec("mcp") is not None
+    return {"theme": theme(), "css": PAGE_CSS, "max_file_size": MAX_TRACE_BYTES, "show_error": False,
+            "mcp_server": mcp}
