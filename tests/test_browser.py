@@ -161,10 +161,16 @@ def test_run_watch_and_step_through_rounds(page):
     expect(page.locator("#tokens .tok-caption")).to_contain_text(f"Round {chosen.index + 1} of {len(trace.rounds)}")
     assert fates_on_page(page) == viz.fate_counts(chosen)
     assert page.locator("#tokens .tok-past").count() == sum(len(r.emitted) for r in trace.rounds[: chosen.index])
-    first_current = page.locator("#tokens .tok-current").first.get_attribute("title")
+    first_current = page.locator("#tokens .tok-current").first.get_attribute("data-tip")
     assert "p = " in first_current
     if chosen.event == "rejected":
-        assert "q = " in page.locator("#tokens .tok-current.tok-rejected").get_attribute("title")
+        assert "q = " in page.locator("#tokens .tok-current.tok-rejected").get_attribute("data-tip")
+    # the page's own tooltip: at once on hover (the browser's title tooltip waits), with the token's numbers
+    page.hover("#tokens .tok-current >> nth=0")
+    expect(page.locator("#tip")).to_be_visible(timeout=1000)
+    expect(page.locator("#tip")).to_have_text(first_current)
+    page.mouse.move(0, 0)
+    expect(page.locator("#tip")).to_be_hidden()
 
     page.click("#next-round")
     expect(page.locator("#tokens .tok-caption")).to_contain_text(f"Round {chosen.index + 2} of")
@@ -499,3 +505,35 @@ def test_uploaded_thompson_sampling_trace_shows_its_views_and_eesd_metrics(page,
     expect(page.locator("#view-ts-round-decisions")).to_contain_text("Round 3 drafted nothing")
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "browser-ts.png"), full_page=True)
+
+
+@pytest.mark.parametrize("width,height", [(1400, 1000), (390, 844)])
+def test_every_tab_at_desktop_and_phone_width(browser, url, width, height):
+    """The README's screenshots: each tab after a run, an audit and a race, at 1400 × 1000 and 390 px."""
+    context = browser.new_context(viewport={"width": width, "height": height}, accept_downloads=True)
+    page = context.new_page()
+    page.goto(url)
+    page.wait_for_selector("#run")
+    set_number(page, "max-new-tokens", 32)
+    page.click("#run")
+    wait_status(page, "measured ×")
+    expect(page.locator("#why-speed")).to_contain_text("plain steps")
+    open_tab(page, "audit")
+    set_number(page, "audit-runs", 30)
+    page.click("#audit-run")
+    expect(page.locator("#audit-plot")).to_contain_text("Sampling audit: first token over 30 runs",
+                                                        timeout=DECODE_TIMEOUT_MS)
+    open_tab(page, "compare")
+    page.locator("#race-lane-4 input").fill("none")
+    page.locator("#race-lane-4 input").press("Enter")
+    page.click("#race-run")
+    expect(page.locator("#race-download")).to_be_enabled(timeout=DECODE_TIMEOUT_MS)
+    open_tab(page, "understand")
+    expect(page.locator("#guided-round .guide")).to_have_attribute("data-step", "4")
+    ARTIFACTS.mkdir(exist_ok=True)
+    for tab in ("watch", "understand", "compare", "audit", "traces"):
+        open_tab(page, tab)
+        page.wait_for_timeout(800)  # plots in a tab shown for the first time draw now
+        assert page.evaluate("() => document.documentElement.scrollWidth") <= width + 1  # nothing spills sideways
+        page.screenshot(path=str(ARTIFACTS / f"tab-{tab}-{width}.png"))
+    context.close()

@@ -53,6 +53,10 @@ def test_sweep_figure_draws_one_curve_per_rollback_threshold_and_the_front():
     ]
     fig = bild.sweep_figure({"points": points})
     names = [d.name for d in fig.data]
-    assert names == ["α_RB = 1", "α_RB = ∞ (no rollback)", "Pareto front"]
-    assert list(fig.data[-1].x) == [0.3, 0.5, 0.9]
+    assert names == ["Pareto front", "α_RB = 1", "α_RB = ∞ (no rollback)"]  # the front beneath the curves
+    assert list(fig.data[0].x) == [0.3, 0.5, 0.9]
+    # coinciding curves stay told apart: each its own colour, marker shape and dash
+    curves = fig.data[1:]
+    for attr in (lambda d: d.line.color, lambda d: d.marker.symbol, lambda d: d.line.dash):
+        assert len({attr(d) for d in curves}) == len(curves)
     assert "forwards per token" in fig.layout.xaxis.title.text and "agreement" in fig.layout.yaxis.title.text

@@ -58,6 +58,35 @@ ROUND_KEYS_JS = """() => {
 }"""
 
 
+# The page's own tooltip for any element with ``data-tip`` (tokens, …): shown at once beside the pointer,
+# kept inside the window, never clipped by a scrolling box (the browser's ``title`` waits a second and more)
+TIP_JS = """() => {
+  if (window.__tips) return;
+  window.__tips = true;
+  const tip = document.createElement('div');
+  tip.id = 'tip';
+  tip.style.cssText = 'position:fixed;z-index:10000;pointer-events:none;display:none;max-width:420px;' +
+    'background:#111827;color:#fff;font:12px/1.4 ui-sans-serif,system-ui,sans-serif;padding:5px 8px;' +
+    'border-radius:5px;box-shadow:0 2px 8px rgba(0,0,0,.25);white-space:pre-wrap';
+  document.body.appendChild(tip);
+  const place = (e) => {
+    const x = Math.min(e.clientX + 14, window.innerWidth - tip.offsetWidth - 6);
+    const y = e.clientY + 18 + tip.offsetHeight > window.innerHeight ? e.clientY - tip.offsetHeight - 10 : e.clientY + 18;
+    tip.style.left = Math.max(4, x) + 'px';
+    tip.style.top = Math.max(4, y) + 'px';
+  };
+  document.addEventListener('mouseover', (e) => {
+    const el = e.target.closest && e.target.closest('[data-tip]');
+    if (!el) { tip.style.display = 'none'; return; }
+    tip.textContent = el.getAttribute('data-tip');
+    tip.style.display = 'block';
+    place(e);
+  });
+  document.addEventListener('mousemove', (e) => { if (tip.style.display === 'block') place(e); });
+  document.addEventListener('scroll', () => { tip.style.display = 'none'; }, true);
+}"""
+
+
 def build_demo() -> gr.Blocks:
     """The whole app; ``launch`` it with ``launch_options()`` for its theme and styles."""
     first = EXAMPLES[0]
@@ -176,6 +205,7 @@ def build_demo() -> gr.Blocks:
         wire_audit(page, audit, DECODE_CONCURRENCY)
         wire_race(page, racing, compare, DECODE_CONCURRENCY)
         demo.load(None, js=ROUND_KEYS_JS)  # ← → step through rounds (not while typing in a field)
+        demo.load(None, js=TIP_JS)  # tooltips of [data-tip] elements, at once
         demo.unload(forget_session)  # a closed page's trace file goes with it
     return demo
 

@@ -23,7 +23,11 @@ PAGE_CSS = """
 #round-stepper button { max-width: 110px; }
 .section-title h3 { margin: 10px 0 0; }
 /* the tabs are the page's structure: make them read as such */
-#tabs button[role=tab] { font-size: 15px; font-weight: 600; padding: 8px 18px; }
+#tabs .tab-container button { font-size: 15px; font-weight: 600; padding: 8px 18px; }
+@media (max-width: 520px) {  /* a phone: all five tabs still fit on one line (none folds into a menu) */
+  #tabs .tab-container button { font-size: 12.5px; padding: 6px 5px; }
+  .gradio-container { padding-left: 6px !important; padding-right: 6px !important; }
+}
 /* method views framed like every other block: a thin light border, not the theme's heavy group frame */
 .method-view { border: 1px solid #e5e7eb !important; border-radius: 8px !important; box-shadow: none !important; }
 .method-view .block { border-width: 0 !important; box-shadow: none !important; }  /* the view's own block drew it, 3 px dark */

@@ -12,9 +12,9 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .style import base_layout
+from .style import SERIES, base_layout
 
-ALPHA_COLOURS = ("#1e3a8a", "#0891b2", "#059669", "#ca8a04", "#dc2626", "#7c3aed", "#db2777", "#4b5563")
+ALPHA_COLOURS = SERIES
 
 
 def theory_lab_figure(report: dict) -> go.Figure:

@@ -4,14 +4,22 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+# One palette for every view: Okabe & Ito's eight colours (2008), told apart under the common colour-vision
+# deficiencies (red-green pairs are not), each meaning one thing wherever it appears.
+OKABE_ITO = {
+    "orange": "#E69F00", "sky": "#56B4E9", "green": "#009E73", "yellow": "#F0E442",
+    "blue": "#0072B2", "vermillion": "#D55E00", "purple": "#CC79A7", "black": "#000000",
+}
+GREY = "#8a8f98"
+
 # A token's fate in a round (see ``tokens.round_fates``): colour on the page, words in the legend.
 FATE_COLOURS = {
-    "accepted": "#1f9d55",   # green: the draft's token, kept
-    "rejected": "#d64545",   # red: the draft refused by the accept test
-    "discarded": "#8a8f98",  # grey: drafted after the rejection, never tested
-    "corrected": "#d97706",  # amber: resampled from the residual norm(max(0, p − q))
-    "bonus": "#7c3aed",      # violet: the target's extra token after a fully accepted round
-    "target": "#2563eb",     # blue: one plain target token (autoregressive, or a round with no draft)
+    "accepted": OKABE_ITO["green"],      # the draft's token, kept
+    "rejected": OKABE_ITO["vermillion"],  # the draft refused by the accept test
+    "discarded": GREY,                    # drafted after the rejection, never tested
+    "corrected": OKABE_ITO["purple"],    # resampled from the residual norm(max(0, p − q))
+    "bonus": OKABE_ITO["yellow"],        # the target's extra token after a fully accepted round
+    "target": OKABE_ITO["blue"],         # one plain target token (autoregressive, or a round with no draft)
 }
 FATE_LABELS = {
     "accepted": "accepted — the draft's token, kept",
@@ -22,12 +30,23 @@ FATE_LABELS = {
     "target": "target — one target token (autoregressive)",
 }
 
-DRAFT_COLOUR = "#f59e0b"      # q, the draft distribution
-TARGET_COLOUR = "#2563eb"     # p, the target distribution
-RESIDUAL_COLOUR = FATE_COLOURS["corrected"]
-TIMING_COLOURS = {"draft": "#f59e0b", "verify": "#2563eb", "other": "#a8a29e"}
+DRAFT_COLOUR = OKABE_ITO["sky"]    # q, the draft distribution, and the time spent drafting: a light blue
+TARGET_COLOUR = OKABE_ITO["blue"]  # p, the target distribution, and the time spent verifying: the dark blue
+RESIDUAL_COLOUR = FATE_COLOURS["corrected"]  # the correction is drawn from the residual: same colour
+TIMING_COLOURS = {"draft": DRAFT_COLOUR, "verify": TARGET_COLOUR, "other": "#a8a29e"}
 BASELINE_COLOUR = "#6b7280"
-RUN_COLOUR = "#059669"
+RUN_COLOUR = OKABE_ITO["green"]
+# lines of one family (one per α, per c, …), in this order
+SERIES = (OKABE_ITO["blue"], OKABE_ITO["orange"], OKABE_ITO["green"], OKABE_ITO["vermillion"], OKABE_ITO["purple"],
+          OKABE_ITO["sky"], "#B8A200", OKABE_ITO["black"])
+
+
+def tint(colour: str, alpha: float) -> str:
+    """``colour`` (#rrggbb) at opacity ``alpha``: a faded background that keeps the hue (mixing towards
+    white turned orange into beige and blue into white)."""
+    r, g, b = (int(colour[i:i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({r}, {g}, {b}, {alpha:g})"
+
 
 FONT = "ui-sans-serif, system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif"
 

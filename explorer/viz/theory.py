@@ -17,11 +17,11 @@ from plotly.subplots import make_subplots
 from explorer import theory
 
 from .latency import measured_speedup
-from .style import BASELINE_COLOUR, RUN_COLOUR, TARGET_COLOUR, base_layout
+from .style import BASELINE_COLOUR, RUN_COLOUR, SERIES, TARGET_COLOUR, base_layout
 
 GAMMA_MAX = 16
 COST_RATIOS = (0.01, 0.05, 0.1, 0.2, 0.5)
-COST_COLOURS = ("#1e3a8a", "#2563eb", "#0891b2", "#059669", "#ca8a04", "#dc2626", "#7c3aed")
+COST_COLOURS = SERIES
 ALPHAS = np.round(np.arange(0.02, 0.991, 0.01), 2)
 OPTIMAL_GAMMA_MAX = 32
 PANEL_TITLES = (

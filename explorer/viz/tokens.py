@@ -9,7 +9,7 @@ position γ + 1) after a fully accepted round. Autoregressive rounds emit one pl
 HTML contract (tests and the browser rely on it): inside the view every output token is a span with the
 class ``tok`` and one ``tok-<fate>``; tokens of earlier rounds also carry ``tok-past`` (muted), those of
 the chosen round ``tok-current``; every token has ``data-round``. The prompt and the legend use other
-classes (``tok-prompt``, ``swatch``), never ``tok``. Each token's ``title`` gives q, p and the uniform.
+classes (``tok-prompt``, ``swatch``), never ``tok``. Each token's ``data-tip`` gives q, p and the uniform.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass
 
-from .style import FATE_COLOURS, FATE_LABELS
+from .style import FATE_COLOURS, FATE_LABELS, tint
 from .text import inline_html, label, piece
 
 FATES = ("accepted", "rejected", "discarded", "corrected", "bonus", "target")
@@ -182,9 +182,10 @@ def _reason(f: TokenFate, greedy: bool) -> str:
     return "one autoregressive target step"
 
 
-def _span(text: str, classes: str, round_index: int, title: str) -> str:
-    return (f"<span class='{classes}' data-round='{round_index}' "
-            f"title='{html.escape(title, quote=True)}'>{inline_html(text)}</span>")
+def _span(text: str, classes: str, round_index: int, tip: str) -> str:
+    # ``data-tip``: the page's own tooltip (shown at once, ``ui/layout.TIP_JS``), not the browser's slow title
+    tip = html.escape(tip, quote=True)
+    return f"<span class='{classes}' data-round='{round_index}' data-tip='{tip}' aria-label='{tip}'>{inline_html(text)}</span>"
 
 
 def _frame(trace, body: str, current) -> str:
@@ -215,12 +216,11 @@ TOKEN_CSS = """
 .tok-output { white-space: pre-wrap; word-break: break-word; font-family: ui-monospace, SFMono-Regular, Menlo, monospace;
   font-size: 14px; max-height: 420px; overflow-y: auto; padding: 6px 2px; }
 .tok { border-radius: 3px; padding: 1px 0; margin: 0 1px; cursor: help; color: #111827; }
-.tok-past.tok-accepted { background: #dcfce7; }
-.tok-past.tok-corrected { background: #fef3c7; }
-.tok-past.tok-bonus { background: #ede9fe; }
-.tok-past.tok-target { background: transparent; border-bottom: 1px dotted #93c5fd; }
 .tok-current { color: #ffffff; font-weight: 600; padding: 2px 1px; box-shadow: 0 1px 2px rgba(0,0,0,0.25); }
 .tok-current.tok-rejected { text-decoration: line-through; text-decoration-thickness: 2px; }
+.tok-current.tok-bonus { color: #111827; }  /* dark text on the yellow */
 .tok-current.tok-discarded { text-decoration: line-through; font-style: italic; opacity: 0.85; }
 .tok-empty { color: #6b7280; font-style: italic; font-family: ui-sans-serif, system-ui, sans-serif; }
-""" + "".join(f".tok-current.tok-{fate} {{ background: {colour}; }}\n" for fate, colour in FATE_COLOURS.items())
+""" + "".join(f".tok-current.tok-{fate} {{ background: {colour}; }}\n" for fate, colour in FATE_COLOURS.items()) \
+  + "".join(f".tok-past.tok-{fate} {{ background: {tint(FATE_COLOURS[fate], 0.16)}; }}\n"  # earlier rounds: faded, same hue
+            for fate in ("accepted", "corrected", "bonus", "target"))

@@ -13,7 +13,7 @@ import html
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..style import FATE_COLOURS, TARGET_COLOUR, base_layout
+from ..style import FATE_COLOURS, OKABE_ITO, SERIES, TARGET_COLOUR, base_layout, tint
 from ..text import inline_html, label, piece
 from . import MethodView, register, register_note
 
@@ -104,40 +104,50 @@ def bild_events_figure(trace, round_index: int):
     return base_layout(fig, "BiLD hand-overs: fallback and rollback per round", height=460, legend_below=True)
 
 
+SYMBOLS = ("circle-open", "square-open", "diamond-open", "triangle-up-open", "x-open", "star-open", "hexagon-open")
+DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+
+
 def sweep_figure(report: dict) -> go.Figure:
     """The BiLD paper's Figure 9 on this model: agreement with the large model against large-model
     forwards per token, one curve per α_RB (points along it: α_FB), the Pareto front highlighted."""
     points = report["points"]
     fig = go.Figure()
+    # the front first, as a wide light band: the curves stay visible on top of it
+    front = sorted((p for p in points if p["pareto"]), key=lambda p: p["large_forwards_per_token"])
+    fig.add_trace(go.Scatter(x=[p["large_forwards_per_token"] for p in front], y=[p["agreement"] for p in front],
+                             mode="lines", name="Pareto front", line={"color": tint("#111827", 0.18), "width": 14},
+                             hovertemplate="Pareto front<br>large forwards / token = %{x:.2f}<br>agreement = %{y:.2f}"
+                                           "<extra></extra>"))
     rollbacks = sorted({p["rollback_threshold"] for p in points}, key=lambda v: float("inf") if v is None else v)
-    for rb in rollbacks:
+    for i, rb in enumerate(rollbacks):
         line = sorted((p for p in points if p["rollback_threshold"] == rb), key=lambda p: p["fallback_threshold"])
         name = "α_RB = ∞ (no rollback)" if rb is None else f"α_RB = {rb:g}"
+        # curves that coincide stay told apart: own colour, open marker shape and dash per α_RB
         fig.add_trace(go.Scatter(
             x=[p["large_forwards_per_token"] for p in line], y=[p["agreement"] for p in line],
-            mode="lines+markers", name=name, marker={"size": [6 + 14 * p["fallback_threshold"] for p in line]},
+            mode="lines+markers", name=name,
+            line={"color": SERIES[i % len(SERIES)], "width": 2, "dash": DASHES[i % len(DASHES)]},
+            marker={"size": [7 + 12 * p["fallback_threshold"] for p in line], "symbol": SYMBOLS[i % len(SYMBOLS)],
+                    "line": {"width": 2, "color": SERIES[i % len(SERIES)]}},
             customdata=[[p["fallback_threshold"], p["rouge_l"], p["speedup_vs_ar"]] for p in line],
             hovertemplate=f"{name}<br>α_FB = %{{customdata[0]}}<br>large forwards / token = %{{x:.2f}}"
                           "<br>agreement = %{y:.2f}<br>ROUGE-L = %{customdata[1]:.2f}"
                           "<br>%{customdata[2]:.2f}× ar<extra></extra>"))
-    front = sorted((p for p in points if p["pareto"]), key=lambda p: p["large_forwards_per_token"])
-    fig.add_trace(go.Scatter(x=[p["large_forwards_per_token"] for p in front], y=[p["agreement"] for p in front],
-                             mode="lines", name="Pareto front", line={"color": "#111827", "width": 3, "dash": "dot"},
-                             hoverinfo="skip"))
     fig.update_xaxes(title_text="large-model forwards per token (cost)")
     fig.update_yaxes(title_text="token agreement with the large model (quality)", range=[0, 1.05])
     return base_layout(fig, "BiLD trade-off: quality against cost (marker size: α_FB)", height=420)
 
 
-BILD_CSS = """
-.bild-text { font-family: ui-monospace, monospace; white-space: pre-wrap; line-height: 1.9; font-size: 14px; }
-.bild-tok { border-radius: 3px; padding: 1px 0; }
-.bild-small { background: #dcfce7; color: #14532d; }
-.bild-large { background: #dbeafe; color: #1e3a8a; }
-.bild-flushed { color: #b91c1c; background: #fee2e2; }
-.bild-current { outline: 2px solid #111827; }
-.bild-mark { color: #b45309; font-weight: 700; margin: 0 1px; }
-.bild-legend { font-size: 13px; margin-bottom: 6px; }
+BILD_CSS = f"""
+.bild-text {{ font-family: ui-monospace, monospace; white-space: pre-wrap; line-height: 1.9; font-size: 14px; }}
+.bild-tok {{ border-radius: 3px; padding: 1px 0; color: #111827; }}
+.bild-small {{ background: {tint(FATE_COLOURS["accepted"], 0.22)}; }}
+.bild-large {{ background: {tint(TARGET_COLOUR, 0.18)}; }}
+.bild-flushed {{ background: {tint(FATE_COLOURS["rejected"], 0.2)}; text-decoration: line-through; }}
+.bild-current {{ outline: 2px solid #111827; }}
+.bild-mark {{ color: {OKABE_ITO["vermillion"]}; font-weight: 700; margin: 0 1px; }}
+.bild-legend {{ font-size: 13px; margin-bottom: 6px; }}
 """
 
 register(MethodView(name="bild-tokens", title="BiLD: who wrote each token", applies=_is_bild,

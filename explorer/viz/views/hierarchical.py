@@ -137,7 +137,7 @@ HIER_CSS = f"""
 .hier-rejected {{ background: {FATE_COLOURS['rejected']}26; color: #7f1d1d; text-decoration: line-through; }}
 .hier-discarded {{ background: {FATE_COLOURS['discarded']}26; color: #374151; opacity: 0.7; }}
 .hier-corrected {{ background: {FATE_COLOURS['corrected']}33; color: #7c2d12; }}
-.hier-bonus {{ background: {FATE_COLOURS['bonus']}26; color: #4c1d95; }}
+.hier-bonus {{ background: {FATE_COLOURS['bonus']}40; color: #111827; }}
 .hier-target {{ background: {FATE_COLOURS['target']}26; color: #1e3a8a; }}
 .hier-own {{ outline: 1.5px solid #111827; }}
 .hier-legend, .hier-caption, .hier-run {{ font-size: 13px; margin-bottom: 6px; }}

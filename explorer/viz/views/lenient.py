@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from ..style import FATE_COLOURS, RUN_COLOUR, base_layout
+from ..style import FATE_COLOURS, OKABE_ITO, RUN_COLOUR, base_layout
 from . import MethodView, register, register_note
 
-LENIENT_COLOUR = "#d97706"  # amber: the lossy accepts
+LENIENT_COLOUR = OKABE_ITO["orange"]  # the lossy accepts: the draft's colour (its token, kept on lenience)
 
 
 def _lenient(trace) -> bool:

@@ -18,14 +18,14 @@ import html
 
 import plotly.graph_objects as go
 
-from ..style import FATE_COLOURS, base_layout
+from ..style import FATE_COLOURS, GREY, OKABE_ITO, base_layout, tint
 from ..text import label
 from . import MethodView, register, register_note
 
-PROMPT_COLOUR = "#7c3aed"  # purple [P], as in the paper's Figure 2
-MASK_COLOUR = "#f59e0b"  # orange [M]
-CONTEXT_COLOUR = "#2563eb"
-CANDIDATE_COLOUR = "#8a8f98"
+PROMPT_COLOUR = OKABE_ITO["purple"]  # [P], purple as in the paper's Figure 2
+MASK_COLOUR = OKABE_ITO["orange"]  # [M]
+CONTEXT_COLOUR = OKABE_ITO["blue"]
+CANDIDATE_COLOUR = GREY
 ACCEPTED_COLOUR = FATE_COLOURS["accepted"]
 MAX_MASK_POSITIONS = 72  # beyond this the mask shows the part around the accepted path (Figure 6)
 CONTEXT_SHOWN = 3  # context columns shown by token; the earlier ones fold into one "…" column
@@ -270,11 +270,11 @@ BITA_CSS = f"""
 .bita-head {{ margin-bottom: 4px; font-size: 13px; }}
 .bita-legend {{ margin-bottom: 6px; color: #374151; }}
 .bita-legend .bl {{ display: inline-block; padding: 0 6px; border-radius: 3px; margin-right: 4px; }}
-.bl-acc {{ background: #dcfce7; border: 1px solid {ACCEPTED_COLOUR}; }}
+.bl-acc {{ background: {tint(ACCEPTED_COLOUR, 0.16)}; border: 1px solid {ACCEPTED_COLOUR}; }}
 .bl-cand {{ background: #f3f4f6; border: 1px solid {CANDIDATE_COLOUR}; }}
-.bl-tgt {{ background: #fff; border: 1px dashed {FATE_COLOURS['bonus']}; }}
-.bl-p {{ background: #ede9fe; border: 1px solid {PROMPT_COLOUR}; }}
-.bl-m {{ background: #fef3c7; border: 1px solid {MASK_COLOUR}; }}
+.bl-tgt {{ background: #fff; border: 1px dashed {FATE_COLOURS['target']}; }}
+.bl-p {{ background: {tint(PROMPT_COLOUR, 0.16)}; border: 1px solid {PROMPT_COLOUR}; }}
+.bl-m {{ background: {tint(MASK_COLOUR, 0.16)}; border: 1px solid {MASK_COLOUR}; }}
 .bl-on {{ background: #86efac; }}
 .bita-panes {{ display: flex; gap: 14px; align-items: flex-start; flex-wrap: wrap; }}
 .bita-tree {{ max-height: 560px; overflow: auto; border: 1px solid #e5e7eb; border-radius: 6px; padding: 4px; }}
@@ -282,13 +282,13 @@ BITA_CSS = f"""
 .bita-mask {{ flex: 1 1 320px; min-width: 0; max-height: 560px; overflow: auto; }}
 .bita-svg text {{ font-size: 11px; font-family: ui-monospace, monospace; fill: #111827; pointer-events: none; }}
 .bita-svg .bn rect {{ fill: #f3f4f6; stroke: {CANDIDATE_COLOUR}; stroke-width: 1; }}
-.bita-svg .bn-acc rect {{ fill: #dcfce7; stroke: {ACCEPTED_COLOUR}; stroke-width: 2; }}
+.bita-svg .bn-acc rect {{ fill: {tint(ACCEPTED_COLOUR, 0.16)}; stroke: {ACCEPTED_COLOUR}; stroke-width: 2; }}
 .bita-svg .bn-root rect {{ fill: #dbeafe; stroke: {CONTEXT_COLOUR}; }}
-.bita-svg .bn-tgt rect {{ fill: #ffffff; stroke: {FATE_COLOURS['bonus']}; stroke-dasharray: 4 2; stroke-width: 2; }}
+.bita-svg .bn-tgt rect {{ fill: #ffffff; stroke: {FATE_COLOURS['target']}; stroke-dasharray: 4 2; stroke-width: 2; }}
 .bita-svg .bn:hover rect {{ stroke: #111827; stroke-width: 3; }}
 .bita-svg .be {{ fill: none; stroke: #cbd5e1; stroke-width: 1.2; }}
 .bita-svg .be-acc {{ stroke: {ACCEPTED_COLOUR}; stroke-width: 3; }}
-.bita-svg .be-tgt {{ stroke: {FATE_COLOURS['bonus']}; stroke-dasharray: 4 2; stroke-width: 2; }}
+.bita-svg .be-tgt {{ stroke: {FATE_COLOURS['target']}; stroke-dasharray: 4 2; stroke-width: 2; }}
 .bita-view table.bita-table {{ border-collapse: collapse !important; font-family: ui-monospace, monospace;
   font-size: 10px !important; width: auto !important; margin: 0 !important; line-height: 1.1 !important; }}
 .bita-view table.bita-table td, .bita-view table.bita-table th {{ padding: 0 2px !important; border: 1px solid #fff !important;

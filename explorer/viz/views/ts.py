@@ -24,7 +24,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..style import DRAFT_COLOUR, FATE_COLOURS, base_layout, empty_figure
+from ..style import DRAFT_COLOUR, FATE_COLOURS, OKABE_ITO, base_layout, empty_figure
 from ..text import label
 from . import MethodView, register
 
@@ -32,9 +32,9 @@ KINDS = ("beta-ts", "cali-ts")
 BINS = 100
 GRID = (np.arange(BINS) + 0.5) / BINS  # θ at the centres of BINS equal bins of [0, 1]
 MEAN_COLOUR = "#111827"
-MODEL_COLOUR = "#db2777"  # θ_M, the calibration model's prediction (eq. 5)
+MODEL_COLOUR = OKABE_ITO["purple"]  # θ_M, the calibration model's prediction (eq. 5)
 HAT_COLOUR = FATE_COLOURS["accepted"]  # θ̂, the observed continue rate (eq. 10)
-CONTINUE_COLOUR = "#0891b2"  # χ = 1
+CONTINUE_COLOUR = OKABE_ITO["sky"]  # χ = 1
 SELECTED = {"color": "#6b7280", "dash": "dot", "width": 1.5}
 
 
