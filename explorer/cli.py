@@ -83,6 +83,18 @@ def build_parser() -> argparse.ArgumentParser:
                        help="use only the first N prompts of the shipped set (theory: 6 unless given)")
     sweep.add_argument("--out", default="sweep.json", help="JSON report (default sweep.json)")
 
+    racing = sub.add_parser("race", help="plain decoding against up to three systems on one prompt, lanes taking "
+                                         "turns by their own clocks; prints the speed-ups (the page's race)")
+    racing.add_argument("--prompt", help="the prompt (or --shipped: one shipped prompt per category)")
+    racing.add_argument("--shipped", action="store_true", help="race one shipped prompt of each category")
+    racing.add_argument("--lane", action="append", dest="lanes", metavar="SYSTEM",
+                        help="a system as bench names it, or bild:<draft> (repeatable, at most 3; default: "
+                             "speculative:prompt-lookup:3, eesd, bita)")
+    racing.add_argument("--model", default="default")
+    racing.add_argument("--max-new-tokens", type=int, default=64)
+    racing.add_argument("--temperature", type=float, default=0.0)
+    racing.add_argument("--out", help="write the (last) race's report as JSON, for the page's Compare view")
+
     audit = sub.add_parser("audit", help="is a method lossless here? greedy diff against plain decoding, and a χ² "
                                          "sampling audit of the first token against the target's distribution")
     audit.add_argument("--prompt", required=True, help="the prompt text (wrapped in the chat template unless --raw)")
@@ -235,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "train":
             return args.handler(args, argv if argv is not None else sys.argv[1:])
-        return {"bench": _bench, "sweep": _sweep, "profile": _profile, "soak": _soak, "audit": _audit}.get(args.command, _run)(args)
+        return {"bench": _bench, "sweep": _sweep, "profile": _profile, "soak": _soak, "audit": _audit, "race": _race}.get(args.command, _run)(args)
     except ExplorerError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -292,6 +304,46 @@ def _against_plain(trace, args) -> str:
     same = "identical output" if differs is None else f"output first differs at token {differs + 1}"
     line = f"vs plain decoding (ar): {plain.summary.tokens_per_s or 0:.1f} tok/s → ×{ratio:.2f}; {same}"
     return line + "\n" + _plain_text(speed_explanation(trace, plain))
+
+
+def _race(args) -> int:
+    """Race each prompt; print each race's × plain decoding per lane (and the medians over prompts)."""
+    import statistics
+
+    from . import bench, race
+
+    if (args.prompt is None) == (not args.shipped):
+        raise ExplorerError("give exactly one of --prompt TEXT or --shipped")
+    lanes = args.lanes or ["speculative:prompt-lookup:3", "eesd", "bita"]
+    race.parse_lanes(lanes)  # refused before any model loads
+    if args.shipped:
+        seen, prompts = set(), []
+        for p in bench.load_prompts():
+            if p["category"] not in seen:
+                seen.add(p["category"])
+                prompts.append((p["category"], p["text"]))
+    else:
+        prompts = [("prompt", args.prompt)]
+    ratios: dict[str, list[float]] = {}
+    report = None
+    for name, text in prompts:
+        report = race.race_report(race.run(race.start(args.model, text, lanes, temperature=args.temperature,
+                                                      max_new_tokens=args.max_new_tokens)))
+        cells = []
+        for row in report["rows"][1:]:
+            ratios.setdefault(row["system"], []).append(row["speedup_vs_ar"])
+            same = {True: ", identical", False: ", differs", None: ""}[row["identical_to_ar"]]
+            cells.append(f"{row['system']} ×{row['speedup_vs_ar']:.2f}{same}")
+        print(f"{name}: ar {report['rows'][0]['tokens_per_s']:.1f} tok/s · " + " · ".join(cells), flush=True)
+    if len(prompts) > 1:
+        print("median × plain decoding: " + " · ".join(f"{k} ×{statistics.median(v):.2f}" for k, v in ratios.items()))
+    if args.out:
+        try:
+            with open(args.out, "w", encoding="utf-8") as fh:
+                json.dump(report, fh, indent=1)
+        except OSError as err:
+            raise ExplorerError(f"cannot write the report to {args.out!r}: {err.strerror}") from None
+    return 0
 
 
 def _audit(args) -> int:

@@ -57,6 +57,8 @@ def test_default_model_cli_demo():
     (["profile", "--model", "tiny-random", "--tokens", "2,4"], "must start with 1"),
     (["profile", "--model", "tiny-random", "--tokens", "1,x"], "comma-separated"),
     (["audit", "--model", "tiny-random", "--prompt", "x", "--runs", "3"], "--runs must be 0"),
+    (["race", "--prompt", "x", "--lane", "hf-generate"], "Hugging Face's own decoding"),
+    (["race"], "exactly one of --prompt"),
     (["audit", "--model", "tiny-random", "--prompt", "x", "--runs", "10", "--temperature", "0",
       "--draft", "model:tiny-random:2:1", "--max-new-tokens", "4"], "temperature above 0"),
 ])
@@ -74,6 +76,17 @@ def test_audit_prints_the_greedy_and_the_sampling_audit():
     greedy, sampled = out.stdout.strip().splitlines()
     assert greedy.startswith("Lossless audit. ✅ identical: all 12 tokens") and "**" not in greedy
     assert sampled.startswith("Sampling audit: 40 seeded runs at temperature 1") and "p = " in sampled
+
+
+def test_race_prints_each_lanes_speedup_and_writes_the_report(tmp_path):
+    path = tmp_path / "race.json"
+    out = cli("race", "--model", "tiny-random:1", "--prompt", "the cat", "--lane", "speculative:model:tiny-random:2:1",
+              "--max-new-tokens", "12", "--out", str(path))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("prompt: ar ") and "speculative:model:tiny-random:2:1 ×" in out.stdout
+    assert "identical" in out.stdout
+    report = json.loads(path.read_text())
+    assert [r["system"] for r in report["rows"]] == ["ar", "speculative:model:tiny-random:2:1"]
 
 
 def test_profile_prints_t_of_n_for_both_forwards_and_the_parts():
