@@ -88,9 +88,12 @@ class Handlers:
                 now = time.perf_counter()
                 if r.index == 0 or now - last_text >= LIVE_TEXT_EVERY_S:
                     trace = decoding.trace()
-                    plots = r.index == 0 or now - last_plots >= LIVE_PLOTS_EVERY_S
+                    # the first round's tokens go out alone (on screen sooner: no plot to draw first); the
+                    # plots follow with the next update that is due
+                    plots = r.index > 0 and now - last_plots >= LIVE_PLOTS_EVERY_S
                     if r.index == 0:
                         baseline = BASELINES.get(trace)
+                        last_plots = now - LIVE_PLOTS_EVERY_S
                     last_text = now
                     last_plots = now if plots else last_plots
                     status = (f"⏳ Decoding… round {r.index + 1} · {trace.summary.new_tokens} / "
