@@ -36,6 +36,13 @@ def test_uploaded_bita_trace_links_tree_nodes_to_mask_rows(page):  # noqa: F811
     set_number(page, "round-slider", last.index + 1)
     expect(view).to_contain_text(f"Round {last.index + 1} ")
     assert view.locator("g.bn-acc").count() == len(last.tree["accepted_path"])
+    # a mask larger than its box says that it scrolls, and the box draws its scrollbars and a frame
+    rows = view.locator(".bita-table tbody tr").count()
+    if rows > 16:
+        expect(view.locator(".bita-scroll-hint")).to_contain_text(f"{rows} rows")
+    box = view.locator(".bita-mask-box")
+    assert box.evaluate("el => getComputedStyle(el).overflowY") == "scroll"
+    assert box.evaluate("el => getComputedStyle(el).borderTopWidth") == "1px"
     # hover the first candidate node: its row in the mask gets the highlight
     node = next(i for i, p in enumerate(last.tree["positions"]) if p["kind"] == "node")
     row_cell = view.locator(f"tr.hr-{node} > th")

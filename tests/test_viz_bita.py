@@ -75,6 +75,16 @@ def test_large_trees_show_figure_6s_partial_mask():
     assert {0, 4} <= nodes and all(record["nodes"][n]["parent"] in (-1, 0, 4) for n in nodes)
 
 
+def test_a_mask_larger_than_its_box_says_it_scrolls():
+    for r in TRACE.rounds:
+        shown = tree.tree_html(TRACE, r.index)
+        rows = shown.split("</thead>")[-1].count("<tr")
+        hint = re.search(r"bita-scroll-hint'>(\d+) rows", shown)
+        assert (hint is not None) == (rows > tree.SCROLL_HINT_ROWS)
+        if hint:
+            assert int(hint.group(1)) == rows
+
+
 def test_rounds_figure_counts_nodes_and_accepted_drafts():
     fig = tree.rounds_figure(TRACE, 1)
     assert list(fig.data[0].y) == [len(r.tree["nodes"]) for r in TRACE.rounds]

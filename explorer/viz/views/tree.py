@@ -27,6 +27,7 @@ MASK_COLOUR = OKABE_ITO["orange"]  # [M]
 CONTEXT_COLOUR = OKABE_ITO["blue"]
 CANDIDATE_COLOUR = GREY
 ACCEPTED_COLOUR = FATE_COLOURS["accepted"]
+SCROLL_HINT_ROWS = 16  # a mask with more rows than this does not fit its box: say that it scrolls
 MAX_MASK_POSITIONS = 72  # beyond this the mask shows the part around the accepted path (Figure 6)
 CONTEXT_SHOWN = 3  # context columns shown by token; the earlier ones fold into one "…" column
 COL_W, ROW_H, NODE_W, NODE_H = 118, 30, 96, 22
@@ -87,8 +88,13 @@ def tree_html(trace, round_index: int) -> str:
               "<span class='bl bl-cand'>candidate</span> <span class='bl bl-tgt'>the target's own token</span> "
               "<span class='bl bl-p'>[P] prompt token</span> <span class='bl bl-m'>[M] mask token</span> "
               "<span class='bl bl-on'>attends</span> · hover a node to find its row in the mask</div>")
+    body = table.split("</thead>")[-1]
+    rows, columns = body.count("<tr"), table.count("class='col")
+    scroll = (f"<div class='bita-scroll-hint'>{rows} rows × {columns} columns: scroll inside the box ↕ ↔ to see all "
+              "of it</div>") if rows > SCROLL_HINT_ROWS else ""
     return (f"<style>{css}</style><div class='bita-view'>{head}{legend}<div class='bita-panes'>"
-            f"<div class='bita-tree'>{svg}</div><div class='bita-mask'>{table}{note}</div></div></div>")
+            f"<div class='bita-tree'>{svg}</div><div class='bita-mask'>{scroll}<div class='bita-mask-box'>{table}</div>"
+            f"{note}</div></div></div>")
 
 
 def _shown_positions(tree: dict) -> list[int]:
@@ -279,7 +285,15 @@ BITA_CSS = f"""
 .bita-panes {{ display: flex; gap: 14px; align-items: flex-start; flex-wrap: wrap; }}
 .bita-tree {{ max-height: 560px; overflow: auto; border: 1px solid #e5e7eb; border-radius: 6px; padding: 4px; }}
 .bita-tree {{ flex: 0 1 auto; }}
-.bita-mask {{ flex: 1 1 320px; min-width: 0; max-height: 560px; overflow: auto; }}
+.bita-mask {{ flex: 1 1 320px; min-width: 0; }}
+/* a box that looks scrollable: framed, its scrollbars always drawn, an inner shadow at the edges */
+.bita-mask-box, .bita-tree {{ scrollbar-width: auto; scrollbar-color: #94a3b8 #f1f5f9; scrollbar-gutter: stable; }}
+.bita-mask-box {{ max-height: 520px; overflow: scroll; border: 1px solid #cbd5e1; border-radius: 6px;
+  box-shadow: inset -10px -10px 10px -10px rgba(15, 23, 42, 0.25); }}
+.bita-mask-box::-webkit-scrollbar, .bita-tree::-webkit-scrollbar {{ width: 10px; height: 10px; }}
+.bita-mask-box::-webkit-scrollbar-thumb, .bita-tree::-webkit-scrollbar-thumb {{ background: #94a3b8; border-radius: 5px; }}
+.bita-mask-box::-webkit-scrollbar-track, .bita-tree::-webkit-scrollbar-track {{ background: #f1f5f9; }}
+.bita-scroll-hint {{ font-size: 12px; color: #475569; margin-bottom: 3px; }}
 .bita-svg text {{ font-size: 11px; font-family: ui-monospace, monospace; fill: #111827; pointer-events: none; }}
 .bita-svg .bn rect {{ fill: #f3f4f6; stroke: {CANDIDATE_COLOUR}; stroke-width: 1; }}
 .bita-svg .bn-acc rect {{ fill: {tint(ACCEPTED_COLOUR, 0.16)}; stroke: {ACCEPTED_COLOUR}; stroke-width: 2; }}
