@@ -193,6 +193,10 @@ def test_run_watch_and_step_through_rounds(page):
     expect(page.locator("#why-speed")).to_contain_text("than plain decoding")
     open_tab(page, "audit")
     expect(page.locator("#audit")).to_contain_text("✅ identical: all 32 tokens equal plain decoding's")
+    open_tab(page, "compare")  # this session's runs, against their baselines, in the Compare view
+    page.click("#my-runs")
+    expect(page.locator("#compare-table")).to_contain_text("run 1: speculative prompt")
+    expect(page.locator("#my-runs-words")).to_contain_text("1 of your runs")
     open_tab(page, "watch")
     page.click("#glossary button, #glossary .label-wrap")
     expect(page.locator("#glossary")).to_contain_text("residual")

@@ -28,7 +28,7 @@ from explorer.viz.audit import greedy_audit_text
 
 from .baseline import BASELINES, baseline_stream
 from .inputs import decode_options
-from .session import STOPS, session_id
+from .session import RUNS, STOPS, session_id
 from .views import slot_updates
 
 if TYPE_CHECKING:
@@ -179,6 +179,8 @@ class Handlers:
         p = self.page
         n = len(trace.rounds)
         opening = viz.opening_round(trace)
+        if trace.rounds:
+            RUNS.add(session, trace)  # the Compare tab's "your runs"
         updates = {
             p.trace_state: trace,
             p.round_slider: _slider(n, opening + 1),
@@ -404,6 +406,7 @@ def race_folder(session: str) -> Path:
 def forget_session(request: gr.Request) -> None:
     """The page was closed: its trace file (and its race report) go with it."""
     session = session_id(request)
+    RUNS.forget(session)
     shutil.rmtree(trace_folder(session), ignore_errors=True)
     shutil.rmtree(race_folder(session), ignore_errors=True)
 

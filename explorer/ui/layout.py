@@ -22,6 +22,7 @@ from .audit import audit_section, wire_audit
 from .examples import EXAMPLES
 from .glossary import GLOSSARY
 from .handlers import Handlers, forget_session
+from .my_runs import my_runs_section, wire_my_runs
 from .options import build_options_panel
 from .page import Page
 from .race import race_section, wire_race
@@ -181,6 +182,7 @@ def build_demo() -> gr.Blocks:
                 theory_lab_section(DECODE_CONCURRENCY)
             with gr.Tab("Compare", id="compare", elem_id="tab-compare", render_children=True):
                 racing = race_section()
+                mine = my_runs_section()
                 compare = compare_section()
                 bild_sweep_section(DECODE_CONCURRENCY)
             with gr.Tab("Audit", id="audit", elem_id="tab-audit", render_children=True):
@@ -204,6 +206,7 @@ def build_demo() -> gr.Blocks:
         _wire(page, Handlers(page))
         wire_audit(page, audit, DECODE_CONCURRENCY)
         wire_race(page, racing, compare, DECODE_CONCURRENCY)
+        wire_my_runs(mine, compare)
         demo.load(None, js=ROUND_KEYS_JS)  # ← → step through rounds (not while typing in a field)
         demo.load(None, js=TIP_JS)  # tooltips of [data-tip] elements, at once
         demo.unload(forget_session)  # a closed page's trace file goes with it

@@ -56,3 +56,35 @@ def session_id(request) -> str:
 
 
 STOPS = StopRequests()
+
+
+class SessionRuns:
+    """Each browser session's finished runs and uploaded traces (the newest ``per_session``; the sessions
+    seen last, at most ``sessions``), for the Compare tab's "your runs"."""
+
+    def __init__(self, per_session: int = 20, sessions: int = 256):
+        from collections import OrderedDict
+
+        self.per_session, self.sessions = per_session, sessions
+        self._runs: "OrderedDict[str, list]" = OrderedDict()
+        self._lock = threading.Lock()
+
+    def add(self, session: str, trace) -> None:
+        with self._lock:
+            runs = self._runs.setdefault(session, [])
+            runs.append(trace)
+            del runs[: -self.per_session]
+            self._runs.move_to_end(session)
+            while len(self._runs) > self.sessions:
+                self._runs.popitem(last=False)
+
+    def of(self, session: str) -> list:
+        with self._lock:
+            return list(self._runs.get(session, ()))
+
+    def forget(self, session: str) -> None:
+        with self._lock:
+            self._runs.pop(session, None)
+
+
+RUNS = SessionRuns()

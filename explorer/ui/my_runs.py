@@ -1,0 +1,75 @@
+"""The Compare tab's "your runs": this session's finished runs and uploaded traces, each against plain
+decoding on its own prompt and settings (the cached baseline), shown in the Compare view as a report."""
+
+from __future__ import annotations
+
+import html
+import json
+from dataclasses import dataclass
+
+import gradio as gr
+
+from .baseline import BASELINES
+from .sections import AGAINST, CompareView, _compare_outputs, load_bench_report
+from .session import RUNS, session_id
+
+NO_RUNS = ("No finished run with a plain-decoding baseline in this session yet: run a prompt in the Watch tab "
+           "(its baseline runs right after it), then come back.")
+
+
+@dataclass
+class MyRunsSection:
+    button: gr.Button
+    words: gr.Markdown
+
+
+def runs_report(traces: list) -> tuple[dict | None, int]:
+    """(a benchmark report of the runs that have a plain-decoding baseline, how many had none)."""
+    rows, missing = [], 0
+    for k, trace in enumerate(traces, 1):
+        base = BASELINES.get(trace)
+        s = trace.summary
+        if base is None or not s.tokens_per_s or not base.summary.tokens_per_s:
+            missing += 1
+            continue
+        rows.append({
+            "system": f"run {k}: {trace.method}" + (f" {trace.draft}" if trace.draft else ""),
+            "method": trace.method, "draft": trace.draft, "tokens_per_s": s.tokens_per_s,
+            "speedup_vs_ar": s.tokens_per_s / base.summary.tokens_per_s, "acceptance_rate": s.acceptance_rate,
+            "alpha_hat": s.alpha_hat, "tokens_per_target_forward": s.tokens_per_target_forward, "c": s.c_measured,
+            "predicted_speedup": s.predicted_speedup,
+            "identical_to_ar": list(trace.output_ids) == list(base.output_ids) if trace.settings.temperature == 0
+            else None,
+        })
+    if not rows:
+        return None, missing
+    prompts = len({tuple(t.prompt_ids) for t in traces})
+    return {"rows": rows, "meta": {"source": "your runs", "model": traces[-1].model, "prompts": prompts,
+                                   "repeats": 1}}, missing
+
+
+def my_runs_section() -> MyRunsSection:
+    """The section's components (call inside the Blocks context)."""
+    gr.Markdown("### Your runs", elem_classes=["section-title"])
+    with gr.Row(equal_height=True):
+        button = gr.Button("Show this session's runs in the Compare view", elem_id="my-runs", scale=0, min_width=320)
+        words = gr.Markdown("Every run you finish (or trace you upload) in this session, each against plain decoding "
+                            "on its own prompt and settings.", elem_id="my-runs-words")
+    return MyRunsSection(button, words)
+
+
+def wire_my_runs(section: MyRunsSection, compare: CompareView) -> None:
+    def show(request: gr.Request):
+        traces = RUNS.of(session_id(request))
+        report, missing = runs_report(traces)
+        if report is None:
+            return {section.words: NO_RUNS}
+        report = load_bench_report(json.dumps(report))  # the Compare view's own checks
+        figure, table = _compare_outputs(report, "our ar")
+        note = f" ({missing} without a baseline left out)" if missing else ""
+        return {section.words: html.escape(f"{len(report['rows'])} of your runs, newest last{note}."),
+                compare.report: report, compare.against: next(iter(AGAINST)), compare.plot: figure,
+                compare.table: table}
+
+    section.button.click(show, outputs=[section.words, compare.report, compare.against, compare.plot, compare.table],
+                         show_progress="hidden", api_visibility="private")
