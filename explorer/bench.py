@@ -25,7 +25,7 @@ from .engine import fast
 from .methods.bita.tree import TREE_KINDS
 from .engine.controllers import DEFAULT_CONTROLLER, DEFAULT_GAMMA
 from .engine.costs import verify_cost_curve
-from .engine.trace import alpha_hat
+from .engine.trace import acceptance_by_position, alpha_hat
 from .errors import ExplorerError
 from .methods.eesd.exits import exit_for
 from .methods.bita import BitaOptions
@@ -179,6 +179,14 @@ def _run(model, systems, repeats, max_new_tokens, temperature, gamma, controller
     }}
 
 
+def _positions(rates) -> str:
+    """The first eight positions' acceptance as percentages ("54 40 33 %"), – where untested."""
+    if not rates:
+        return "–"
+    shown = " ".join("–" if x is None else f"{100 * x:.0f}" for x in rates[:8])
+    return f"{shown}{' …' if len(rates) > 8 else ''} %"
+
+
 def _hf_assistant_kwargs(target, system: System) -> dict:
     """Hugging Face's own assisted generation with the same draft as ours (constant γ)."""
     kind, _, arg = system.draft.partition(":")
@@ -304,6 +312,7 @@ def _row(system: System, results, prompts, temperature, verify_ratio) -> dict:
                    statistics.median(rate(rep, cat) for rep in ar_runs) for cat in categories}
     settings = traces[0].settings if traces else None
     return {
+        "acceptance_by_position": position_rates([r for t in traces for r in t.rounds]),
         "system": system.name, "method": system.method, "draft": system.draft or (traces[0].draft if traces else None),
         "controller": system.controller if system.draft else (settings.controller if traces and traces[0].draft else None),
         "tokens_per_s": median, "tokens_per_s_min": min(rates), "tokens_per_s_max": max(rates),
@@ -314,6 +323,13 @@ def _row(system: System, results, prompts, temperature, verify_ratio) -> dict:
         "predicted_speedup": predicted, "predicted_speedup_verify_cost": predicted_cost,
         "identical_to_ar": identical,
     }
+
+
+def position_rates(rounds) -> list[float | None] | None:
+    """Accepted ÷ tested drafts at draft position 1, 2, … over the rounds; None for a system that drafts
+    nothing."""
+    tested, accepted = acceptance_by_position([r for r in rounds if r.drafted])
+    return [a / t if t else None for a, t in zip(accepted, tested)] or None
 
 
 def markdown(report: dict, text: Callable[[object], str] | None = None) -> str:
@@ -327,8 +343,9 @@ def markdown(report: dict, text: Callable[[object], str] | None = None) -> str:
         return "–" if x is None else (("yes" if x else "**no**") if isinstance(x, bool) else format(x, spec))
 
     lines = ["| system | tok/s median (min–max) | × HF generate | × our ar | worst category × ar | acceptance "
-             "| tok / target fwd | c | Thm 3.8 | Thm 3.8 with T(k) | identical to ar | peak RSS MB |",
-             "|" + "---|" * 12]
+             "| accepted by draft position 1, 2, … | tok / target fwd | c | Thm 3.8 | Thm 3.8 with T(k) "
+             "| identical to ar | peak RSS MB |",
+             "|" + "---|" * 13]
     for r in report["rows"]:
         categories = r.get("speedup_vs_ar_by_category") or {}
         worst = min(categories.items(), key=lambda kv: kv[1], default=None)
@@ -338,7 +355,7 @@ def markdown(report: dict, text: Callable[[object], str] | None = None) -> str:
             f"| {text(r['system'])} | {r['tokens_per_s']:.1f}{spread} | {fmt(r.get('speedup_vs_hf'))} "
             f"| {fmt(r['speedup_vs_ar'])} "
             f"| {f'{worst[1]:.2f} ({text(worst[0])})' if worst else '–'} | {fmt(r.get('acceptance_rate'), '.0%')} "
-            f"| {fmt(r.get('tokens_per_target_forward'))} | {fmt(r.get('c'))} | {fmt(r.get('predicted_speedup'))} "
+            f"| {_positions(r.get('acceptance_by_position'))} | {fmt(r.get('tokens_per_target_forward'))} | {fmt(r.get('c'))} | {fmt(r.get('predicted_speedup'))} "
             f"| {fmt(r.get('predicted_speedup_verify_cost'))} | {fmt(r.get('identical_to_ar'))} "
             f"| {fmt(r.get('peak_rss_mb'), '.0f')} |")
     m = report.get("meta") or {}

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from .api import load_cached, stream
-from .bench import System, decode_keywords, parse_system
+from .bench import System, decode_keywords, parse_system, position_rates
 from .errors import ExplorerError
 from .run import Decoding
 
@@ -157,6 +157,7 @@ def race_report(lanes: list[Lane]) -> dict:
             "controller": trace.settings.controller if trace.draft else None,
             "tokens_per_s": s.tokens_per_s, "speedup_vs_ar": s.tokens_per_s / base,
             "acceptance_rate": s.acceptance_rate, "alpha_hat": s.alpha_hat,
+            "acceptance_by_position": position_rates(trace.rounds),
             "tokens_per_target_forward": s.tokens_per_target_forward, "c": s.c_measured,
             "predicted_speedup": s.predicted_speedup,
             "identical_to_ar": (list(trace.output_ids) == list(plain.output_ids))

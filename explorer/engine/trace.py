@@ -107,6 +107,18 @@ def alpha_hat(rounds) -> float | None:
     return sum(r.n_accepted for r in rounds) / tested if tested else None
 
 
+def acceptance_by_position(rounds) -> tuple[list[int], list[int]]:
+    """(tested, accepted) per draft position 1 … the longest draft: a draft is tested when every draft
+    before it was accepted (those after a rejection are discarded untested)."""
+    most = max((len(r.drafted) for r in rounds), default=0)
+    tested, accepted = [0] * most, [0] * most
+    for r in rounds:
+        for i in range(min(r.tested, len(r.drafted))):
+            tested[i] += 1
+            accepted[i] += i < r.n_accepted
+    return tested, accepted
+
+
 @dataclass(frozen=True)
 class Settings:
     """The knobs a run was decoded with."""

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 import gradio as gr
 
+from explorer.bench import position_rates
+
 from .baseline import BASELINES
 from .sections import AGAINST, CompareView, _compare_outputs, load_bench_report
 from .session import RUNS, session_id
@@ -36,6 +38,7 @@ def runs_report(traces: list) -> tuple[dict | None, int]:
             "system": f"run {k}: {trace.method}" + (f" {trace.draft}" if trace.draft else ""),
             "method": trace.method, "draft": trace.draft, "tokens_per_s": s.tokens_per_s,
             "speedup_vs_ar": s.tokens_per_s / base.summary.tokens_per_s, "acceptance_rate": s.acceptance_rate,
+            "acceptance_by_position": position_rates(trace.rounds),
             "alpha_hat": s.alpha_hat, "tokens_per_target_forward": s.tokens_per_target_forward, "c": s.c_measured,
             "predicted_speedup": s.predicted_speedup,
             "identical_to_ar": list(trace.output_ids) == list(base.output_ids) if trace.settings.temperature == 0

@@ -43,7 +43,8 @@ ROW = Record({
     "system": text(MAX_SPEC_CHARS), "method": NAME, "draft": NAME, "controller": NAME, "tokens_per_s": POSITIVE,
     "tokens_per_s_min": AMOUNT, "tokens_per_s_max": AMOUNT, "speedup_vs_hf": Maybe(POSITIVE), "speedup_vs_ar": POSITIVE,
     "speedup_vs_ar_by_category": Maybe(MapOf(text(64), number(0, 1e12), 64, "an object from categories to speed-ups")),
-    "acceptance_rate": RATE, "alpha_hat": RATE, "tokens_per_target_forward": AMOUNT, "c": AMOUNT,
+    "acceptance_rate": RATE, "alpha_hat": RATE,
+    "acceptance_by_position": Maybe(ListOf(RATE, 64, "a list of at most 64 acceptance rates")), "tokens_per_target_forward": AMOUNT, "c": AMOUNT,
     "predicted_speedup": AMOUNT, "predicted_speedup_verify_cost": AMOUNT, "identical_to_ar": Maybe(BOOL),
     "peak_rss_mb": AMOUNT,
 }, ("system", "tokens_per_s", "speedup_vs_ar"), strict=False, words="an object (one system's row)")

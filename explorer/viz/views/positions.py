@@ -12,20 +12,9 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ...engine.trace import acceptance_by_position
 from ..style import BASELINE_COLOUR, FATE_COLOURS, base_layout
 from . import MethodView, register
-
-
-def acceptance_by_position(rounds) -> tuple[list[int], list[int]]:
-    """(tested, accepted) per draft position 1 … the longest draft: a draft is tested when every draft
-    before it was accepted (those after a rejection are discarded untested)."""
-    most = max((len(r.drafted) for r in rounds), default=0)
-    tested, accepted = [0] * most, [0] * most
-    for r in rounds:
-        for i in range(min(r.tested, len(r.drafted))):
-            tested[i] += 1
-            accepted[i] += i < r.n_accepted
-    return tested, accepted
 
 
 def accepted_lengths(rounds) -> list[int]:
