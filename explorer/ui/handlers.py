@@ -305,7 +305,7 @@ class Handlers:
                    p.draft: gr.Dropdown(interactive=takes_draft),
                    # what does not apply is hidden, not just greyed out (γ and the controller for bita, say)
                    p.gamma: gr.Number(interactive=drafts_gamma, visible=drafts_gamma, info=note),
-                   p.controller: gr.Radio(interactive=controlled, visible=controlled), **p.options.visible_for(method)}
+                   p.controller: gr.Dropdown(interactive=controlled, visible=controlled), **p.options.visible_for(method)}
         if method == "bild" and not str(draft or "").strip().startswith(BILD_DRAFTS):
             updates[p.draft] = gr.Dropdown(value=BILD_DEFAULT_DRAFT, interactive=True)
             updates[p.status] = viz.safe_markdown(f"BiLD's small model must give distributions: the drafter is now "
@@ -326,7 +326,7 @@ class Handlers:
             except explorer.ExplorerError as err:
                 return {**updates, p.status: f"⚠️ {viz.safe_markdown(err)}"}
             updates.update({p.draft: gr.Dropdown(value=preset["draft"], interactive=True),
-                            p.controller: gr.Radio(value=preset["controller"], interactive=True, visible=True),
+                            p.controller: gr.Dropdown(value=preset["controller"], interactive=True, visible=True),
                             p.gamma: gr.Number(value=preset["gamma"], interactive=True, visible=True, info=note),
                             p.status: f"EESD preset: {preset['draft']}, {preset['controller']}, γ cap {preset['gamma']}. "
                                       f"{preset.get('why', '')}"})

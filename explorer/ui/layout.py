@@ -113,11 +113,12 @@ def build_demo() -> gr.Blocks:
                         with gr.Row():
                             draft = gr.Dropdown(DRAFTS, value=first.draft, label="Drafter", allow_custom_value=True,
                                                 info="model:<name> · early-exit:N · prompt-lookup:n", elem_id="draft")
-                            controller = gr.Radio(list(CONTROLLERS), value=DEFAULT_CONTROLLER, label="γ controller",
-                                                  info="heuristic: +2 after a full accept, −1 otherwise · dynamic-gamma: the γ that "
-                                                       "maximises Theorem 3.8 at this run's α̂ and c · cost-aware and *-priced: "
-                                                       "draft only what pays at this machine's measured costs",
-                                                  elem_id="controller")
+                            # a dropdown, not eight radio buttons: one line until opened
+                            controller = gr.Dropdown(list(CONTROLLERS), value=DEFAULT_CONTROLLER, label="γ controller",
+                                                     info="how γ changes between rounds: fixed · heuristic (+2 after a "
+                                                          "full accept, −1 otherwise) · dynamic-gamma (Theorem 3.8's "
+                                                          "best γ at this run's α̂ and c) · cost-aware, *-ts, *-priced "
+                                                          "(draft only what pays here)", elem_id="controller")
                         with gr.Row():
                             # Numbers, not sliders: a slider clamps a typed 100 to its end without a word; a number
                             # reaches the engine, whose limits (explorer/limits.py, the API's and the CLI's too)

@@ -19,7 +19,7 @@ class Page:
     method: gr.Dropdown
     draft: gr.Dropdown
     gamma: gr.Slider
-    controller: gr.Radio
+    controller: gr.Dropdown
     temperature: gr.Slider
     top_k: gr.Number
     top_p: gr.Slider
