@@ -42,20 +42,20 @@ def bild_tokens_html(trace, round_index: int) -> str:
                 flushed = "".join(inline_html(piece(trace, t)) for t in r.drafted[j:])
                 mark = f"rollback at m = {j}: −log p_L = {rb['distance']:.2f} > α_RB = {r.detail['rollback_threshold']}"
                 gone = f"flushed in round {r.index + 1}: {rb['flushed']} small-model token(s)"
-                parts.append(f'<span class="bild-mark" title="{html.escape(mark)}">⟲</span>'
-                             f'<s class="bild-flushed{current}" data-round="{r.index}" title="{html.escape(gone)}">'
+                parts.append(f'<span class="bild-mark" data-tip="{html.escape(mark)}">⟲</span>'
+                             f'<s class="bild-flushed{current}" data-round="{r.index}" data-tip="{html.escape(gone)}">'
                              f'{flushed}</s>')
             small = kind == "accepted"
             if not small and r.detail.get("reason") == "confidence" and not rb:
                 why = (f"fallback: the small model's max probability {r.detail['small_max_prob']:.2f} < "
                        f"α_FB = {r.detail['fallback_threshold']}")
-                parts.append(f'<span class="bild-mark" title="{html.escape(why)}">▸</span>')
+                parts.append(f'<span class="bild-mark" data-tip="{html.escape(why)}">▸</span>')
             who = "small" if small else "large"
             title = f"{who} model · round {r.index + 1} · p_L = {r.p_emitted[j]:.3f}"
             if small:
                 title += f" · q_S = {r.q_drafted[j]:.3f}"
             parts.append(f'<span class="bild-tok bild-{who}{current}" data-round="{r.index}" '
-                         f'title="{html.escape(title)}">{inline_html(piece(trace, token))}</span>')
+                         f'data-tip="{html.escape(title)}">{inline_html(piece(trace, token))}</span>')
     small = sum(k == "accepted" for r in trace.rounds[: last + 1] for k in r.emitted_kind)
     total = sum(len(r.emitted) for r in trace.rounds[: last + 1])
     legend = (f'<div class="bild-legend"><span class="bild-tok bild-small">small model</span> '

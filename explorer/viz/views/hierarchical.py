@@ -18,7 +18,7 @@ def _hierarchical(trace) -> bool:
 
 def _chip(trace, token: int, fate: str, title: str, own: bool = False) -> str:
     extra = " hier-own" if own else ""
-    return (f'<span class="hier-tok hier-{fate}{extra}" title="{html.escape(title)}">'
+    return (f'<span class="hier-tok hier-{fate}{extra}" data-tip="{html.escape(title)}">'
             f"{inline_html(piece(trace, token))}</span>")
 
 

@@ -192,7 +192,7 @@ def _position_of(tree: dict, node) -> int | None:
 
 def _box(x, y, text, cls, title, position) -> str:
     data = f" tn-{position}" if position is not None else ""
-    return (f"<g class='bn {cls}{data}'><title>{html.escape(title)}</title>"
+    return (f"<g class='bn {cls}{data}' data-tip='{html.escape(title, quote=True)}'>"
             f"<rect x='{x}' y='{y}' width='{NODE_W}' height='{NODE_H}' rx='5'/>"
             f"<text x='{x + NODE_W / 2}' y='{y + 15}' text-anchor='middle'>{html.escape(text)}</text></g>")
 
@@ -237,13 +237,13 @@ def _mask_table(trace, r, context: list[int], shown: list[int]) -> str:
     for kind, j, text, title in cols:
         cls = {"p": "h-p", "c": "h-c"}.get(kind) or ("h-n" if positions[j]["kind"] == "node" else "h-m")
         link = f" hc-{j}" if kind == "t" else ""
-        out.append(f"<th class='col {cls}{link}' title='{html.escape(title)}'><div>{html.escape(text)}</div></th>")
+        out.append(f"<th class='col {cls}{link}' data-tip='{html.escape(title)}'><div>{html.escape(text)}</div></th>")
     out.append("</tr></thead><tbody>")
     # the context row: the last context token (the pending one, run in this forward): causal, no prompt
     if ctx_tail:
         cells = ["<td class='off'></td>"] * n_prompt + ["<td class='on'></td>"] * (int(bool(folded)) + len(ctx_tail))
         cells += ["<td class='off'></td>"] * len(shown)
-        out.append(f"<tr class='r-ctx'><th class='rowh h-c' title='the last context token (its keys and values are "
+        out.append(f"<tr class='r-ctx'><th class='rowh h-c' data-tip='the last context token (its keys and values are "
                    f"computed in this forward; earlier context rows are causal and never see the prompt tokens)'>"
                    f"{html.escape(_short(trace, ctx_tail[-1], 10))}</th>{''.join(cells)}</tr>")
     for i in shown:
@@ -253,7 +253,7 @@ def _mask_table(trace, r, context: list[int], shown: list[int]) -> str:
         cells = [f"<td class='{'on' if sees[i] else 'off'}'></td>"] * n_prompt
         cells += ["<td class='on'></td>"] * (int(bool(folded)) + len(ctx_tail))
         cells += [f"<td class='{'on' if attention[i][j] == '1' else 'off'}{' dg' if i == j else ''}'></td>" for j in shown]
-        out.append(f"<tr class='hr-{i}{' r-acc' if on_path else ''}'><th class='rowh {cls}' title='{html.escape(pos_title(i))}'>"
+        out.append(f"<tr class='hr-{i}{' r-acc' if on_path else ''}'><th class='rowh {cls}' data-tip='{html.escape(pos_title(i))}'>"
                    f"{html.escape(pos_label(i))}</th>{''.join(cells)}</tr>")
     out.append("</tbody></table>")
     return "".join(out)
