@@ -338,12 +338,17 @@ def _race(args) -> int:
     if len(prompts) > 1:
         print("median × plain decoding: " + " · ".join(f"{k} ×{statistics.median(v):.2f}" for k, v in ratios.items()))
     if args.out:
-        try:
-            with open(args.out, "w", encoding="utf-8") as fh:
-                json.dump(report, fh, indent=1)
-        except OSError as err:
-            raise ExplorerError(f"cannot write the report to {args.out!r}: {err.strerror}") from None
+        _write_report(report, args.out)
     return 0
+
+
+def _write_report(report: dict, path: str) -> None:
+    """A report as JSON at ``path``; one line when it cannot be written."""
+    try:
+        with open(path, "w", encoding="utf-8") as fh:
+            json.dump(report, fh, indent=1)
+    except OSError as err:
+        raise ExplorerError(f"cannot write the report to {path!r}: {err.strerror}") from None
 
 
 def _audit(args) -> int:
@@ -470,11 +475,7 @@ def _soak(args) -> int:
                       cancel_every=args.cancel_every, seed=args.seed, host=args.host,
                       progress=lambda line: print(line, file=sys.stderr, flush=True))
     if args.out:
-        try:
-            with open(args.out, "w", encoding="utf-8") as fh:
-                json.dump(report, fh, indent=1)
-        except OSError as err:
-            raise ExplorerError(f"cannot write the report to {args.out!r}: {err.strerror}") from None
+        _write_report(report, args.out)
     print(soak.summary(report))
     c = report["completion"]
     return 0 if (report["correctness"]["identical"] == report["correctness"]["checked"]

@@ -3,29 +3,11 @@ and Theorem 3.8 at the run's own numbers, built from the saved traces in tests/d
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from test_viz import ar, load, lookup  # noqa: F401 (the saved traces and their fixtures)
 
-import explorer
 from explorer import theory, viz
 from explorer.viz.explain import round_cost
-
-DATA = Path(__file__).parent / "data"
-
-
-def load(name: str):
-    return explorer.load_trace((DATA / f"trace_{name}.json").read_text())
-
-
-@pytest.fixture(scope="module")
-def ar():
-    return load("ar")
-
-
-@pytest.fixture(scope="module")
-def lookup():
-    return load("prompt_lookup")
 
 
 def test_the_ledger_is_the_measured_speedup(lookup, ar):

@@ -4,17 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from pathlib import Path
 
-import explorer
+from test_viz import load
+
 from explorer import viz
 from explorer.viz.tokens import round_fates
-
-DATA = Path(__file__).parent / "data"
-
-
-def load(name: str):
-    return explorer.load_trace((DATA / f"trace_{name}.json").read_text())
 
 
 def test_each_step_adds_one_card_and_the_newest_fades_in():

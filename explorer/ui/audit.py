@@ -64,8 +64,7 @@ def wire_audit(page: Page, section: AuditSection, concurrency_limit: int) -> Non
             options |= page.options.keywords(options["method"], values)
             runs = whole("runs", values[section.runs])
             temperature = options.pop("temperature") or AUDIT_TEMPERATURE
-            for unused in ("max_new_tokens",):
-                options.pop(unused)
+            del options["max_new_tokens"]  # the audit decodes two tokens a run
             progress(0, desc="seeded runs of the first tokens")
             result = sampling_audit(values[page.model], values[page.prompt], runs=runs, temperature=temperature,
                                     progress=lambda done, total: progress(done / total, desc=f"run {done} of {total}"),

@@ -4,7 +4,6 @@ decoding on its own prompt and settings (the cached baseline), shown in the Comp
 from __future__ import annotations
 
 import html
-import json
 from dataclasses import dataclass
 
 import gradio as gr
@@ -12,7 +11,7 @@ import gradio as gr
 from explorer.bench import position_rates
 
 from .baseline import BASELINES
-from .sections import AGAINST, CompareView, _compare_outputs, load_bench_report
+from .sections import CompareView
 from .session import RUNS, session_id
 
 NO_RUNS = ("No finished run with a plain-decoding baseline in this session yet: run a prompt in the Watch tab "
@@ -67,12 +66,9 @@ def wire_my_runs(section: MyRunsSection, compare: CompareView) -> None:
         report, missing = runs_report(traces)
         if report is None:
             return {section.words: NO_RUNS}
-        report = load_bench_report(json.dumps(report))  # the Compare view's own checks
-        figure, table = _compare_outputs(report, "our ar")
         note = f" ({missing} without a baseline left out)" if missing else ""
         return {section.words: html.escape(f"{len(report['rows'])} of your runs, newest last{note}."),
-                compare.report: report, compare.against: next(iter(AGAINST)), compare.plot: figure,
-                compare.table: table}
+                **compare.show(report)}
 
-    section.button.click(show, outputs=[section.words, compare.report, compare.against, compare.plot, compare.table],
+    section.button.click(show, outputs=[section.words, *compare.outputs()],
                          show_progress="hidden", api_visibility="private")

@@ -21,7 +21,7 @@ from explorer.viz.race import RACE_CSS, race_html
 from .handlers import LOAD_LOCK, race_folder
 from .inputs import decode_options
 from .page import Page
-from .sections import AGAINST, CompareView, _compare_outputs, load_bench_report
+from .sections import CompareView
 from .session import StopRequests, session_id
 
 log = logging.getLogger(__name__)
@@ -78,12 +78,10 @@ def wire_race(page: Page, section: RaceSection, compare: CompareView, concurrenc
                 if time.perf_counter() - shown >= SHOW_EVERY_S:
                     shown = time.perf_counter()
                     yield {section.view: race_html(race.snapshot(lanes), options["max_new_tokens"])}
-            report = load_bench_report(json.dumps(race.race_report(lanes)))  # what Compare reads, checked alike
-            figure, table = _compare_outputs(report, "our ar")
+            shown = compare.show(race.race_report(lanes))
             yield {section.view: race_html(race.snapshot(lanes), options["max_new_tokens"]),
-                   section.download: gr.DownloadButton(value=str(_write_report(report, session)), interactive=True),
-                   compare.report: report, compare.against: next(iter(AGAINST)), compare.plot: figure,
-                   compare.table: table}
+                   section.download: gr.DownloadButton(value=str(_write_report(shown[compare.report], session)),
+                                                       interactive=True), **shown}
         except explorer.ExplorerError as err:
             raise gr.Error(html.escape(str(err))) from None
         except Exception:  # the stack trace goes to the log, never to the page
@@ -98,8 +96,7 @@ def wire_race(page: Page, section: RaceSection, compare: CompareView, concurrenc
 
     section.run.click(run_race, inputs={page.model, page.prompt, page.temperature, page.top_k, page.top_p,
                                         page.max_new_tokens, page.seed, *section.lanes},
-                      outputs=[section.view, section.download, compare.report, compare.against, compare.plot,
-                               compare.table],
+                      outputs=[section.view, section.download, *compare.outputs()],
                       concurrency_limit=concurrency_limit, concurrency_id="decode", show_progress="hidden",
                       api_visibility="private")
     section.stop.click(stop_race, queue=False, show_progress="hidden", api_visibility="private")

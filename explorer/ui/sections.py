@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import html
+import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,6 +89,16 @@ class CompareView:
     against: gr.Radio
     plot: gr.Plot
     table: gr.Markdown
+
+    def outputs(self) -> list:
+        return [self.report, self.against, self.plot, self.table]
+
+    def show(self, report: dict) -> dict:
+        """Updates that put ``report`` (a race's, your runs') in the Compare view, over our ar; it passes
+        the same checks as an uploaded report first."""
+        report = load_bench_report(json.dumps(report))
+        figure, table = _compare_outputs(report, "our ar")
+        return {self.report: report, self.against: "our ar", self.plot: figure, self.table: table}
 
 
 def compare_section() -> CompareView:
