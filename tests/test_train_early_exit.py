@@ -16,6 +16,7 @@ from explorer.methods.eesd import train_exit as early_exit
 from explorer.methods.eesd.train_exit import TrainConfig, agreement, train_early_exit, write_artifact
 from explorer.train import data, features
 from explorer.train.data import Sample, load_prompt_bank, self_generated
+from explorer.train.generate import generate_batch
 
 WORDS = "the cat sat on a mat and then ran to the big red barn where a dog slept all day long".split()
 # 24 letters-only prompts (the tiny models' tokenizer knows 32 characters), 4 of them held out
@@ -67,19 +68,43 @@ def test_self_generated_is_cached_per_settings_and_deterministic(tiny, cache, mo
     assert [s.answer_ids for s in other_seed] != [s.answer_ids for s in first]
 
 
-def test_answers_stop_at_eos_and_padding_is_stripped():
-    class Target:  # only what _generate touches
-        eos_token_ids = frozenset({5})
-        device = torch.device("cpu")
+def test_exported_answers_are_read_back_on_a_machine_without_them(tiny, cache, tmp_path, monkeypatch):
+    """``export_corpus`` writes the passes ``corpus`` reads; with a fresh cache the same corpus comes from the
+    archives without generating a token, and an archive that does not hold together is ignored."""
+    monkeypatch.setattr(data, "SHIPPED", tmp_path / "selfgen")
+    written = data.export_corpus(tiny, TINY_BANK, 300, "greedy+sample", 12, batch_size=8, progress=_quiet,
+                                 folder=tmp_path / "selfgen")
+    assert len(written) >= 3 and all(p.suffix == ".npz" for p in written)  # greedy + sampled passes, held out
+    train = [p for p in TINY_BANK if p["split"] == "train"]
+    made = data.corpus(tiny, train, 300, "greedy+sample", 12, batch_size=8, progress=_quiet)
+    monkeypatch.setenv("EXPLORER_CACHE", str(tmp_path / "fresh"))
+    monkeypatch.setattr(data, "_generate", lambda *a, **k: pytest.fail("generated instead of reading the archive"))
+    again = data.corpus(tiny, train, 300, "greedy+sample", 12, batch_size=8, progress=_quiet)
+    assert again == made and {s.mode for s in again} == {"greedy", "sample"}
+    import numpy as np
+    with np.load(written[0]) as archive:
+        broken = dict(archive)
+    broken["answer_length"] = broken["answer_length"] + 1  # lengths that do not add up
+    np.savez(written[0], **broken)
+    assert data._read_archive(written[0].stem, tiny.vocab_size) == {}
 
-        class model:
-            @staticmethod
-            def generate(input_ids, **_):
-                new = torch.tensor([[7, 5, 5, 5], [8, 9, 10, 11]])  # row 0 stops at EOS, then padding
-                return torch.cat([input_ids, new], dim=1)
 
-    answers = data._generate(Target, [(1, 2, 3), (4,)], "greedy", 4, 0, 0.8, 0.95)
-    assert answers == [(7, 5), (8, 9, 10, 11)]
+def test_batched_answers_are_each_prompts_own_and_stop_at_eos():
+    """Left-padded rows decode as they would alone (greedy: the same tokens as ``ar``), a row ends at its
+    first end-of-sequence token and leaves the batch, and the rest run on."""
+    target = explorer.load("tiny-random:0:4")
+    prompts = [tuple(target.encode(t)) for t in ("the cat", "a big red barn where", "dog")]
+    alone = [list(explorer.decode(target, prompt_ids=list(p), method="ar", max_new_tokens=10).output_ids)
+             for p in prompts]
+    assert generate_batch(target, prompts, "greedy", 10, 0) == [tuple(a) for a in alone]
+    eos = alone[1][3]  # make the second row's fourth token the end of the text
+    target.model.generation_config.eos_token_id = eos
+    cut = generate_batch(target, prompts, "greedy", 10, 0)
+    for answer, full in zip(cut, alone):
+        end = full.index(eos) + 1 if eos in full else len(full)
+        assert list(answer) == full[:end]
+    sampled = [generate_batch(target, prompts, "sample", 10, seed) for seed in (1, 1, 2)]
+    assert sampled[0] == sampled[1] != sampled[2] and all(len(a) <= 10 for a in sampled[0])
 
 
 def test_packing_keeps_samples_whole_and_apart():
@@ -109,8 +134,8 @@ def test_trainer_lowers_the_loss_beats_untrained_and_writes_an_artifact(tiny, ca
     assert manifest["heldout_agreement"] == round(result.heldout_agreement, 4)
     assert manifest["vocab_size"] == 20 and manifest["steps"] == 30 and manifest["model"] == "tiny-random:0:4"
     assert torch.equal(loaded.vocab, result.head.vocab)
-    for name, value in result.head.layer.state_dict().items():
-        assert torch.allclose(loaded.layer.state_dict()[name], value.half().float(), atol=0, rtol=0)
+    for name, value in result.head.layers[0].state_dict().items():
+        assert torch.allclose(loaded.layers[0].state_dict()[name], value.half().float(), atol=0, rtol=0)
     # the loaded (fp16-rounded) exit agrees as well as the trained one on the same features
     windows, feats = _heldout_features(tiny, TINY_BANK, TINY)
     assert abs(agreement(tiny, loaded, windows, feats) - result.heldout_agreement) <= 0.02
@@ -139,8 +164,8 @@ def test_training_is_deterministic_resumes_and_reuses_the_data_cache(tiny, cache
         train_early_exit(tiny, TINY, TINY_BANK, progress=interrupt)
     resumed = train_early_exit(tiny, TINY, TINY_BANK, progress=_quiet)
     assert resumed.losses == whole.losses
-    for name, value in whole.head.layer.state_dict().items():
-        assert torch.equal(resumed.head.layer.state_dict()[name], value)
+    for name, value in whole.head.layers[0].state_dict().items():
+        assert torch.equal(resumed.head.layers[0].state_dict()[name], value)
 
 
 def test_another_seed_or_loss_trains_differently(tiny, cache):

@@ -101,23 +101,26 @@ class Features:
 
 
 def features(target: LoadedModel, windows: Windows, layers: tuple[int, ...], top_k: int,
-             progress: Callable[[int, int, str], None] | None = None) -> Features:
-    """Hidden states after each of ``layers`` and the target's top-K, from the disk cache when there."""
+             progress: Callable[[int, int, str], None] | None = None, precompute: tuple[int, ...] = ()) -> Features:
+    """Hidden states after each of ``layers`` and the target's top-K, from the disk cache when there.
+    ``precompute``: other layers whose states the same frozen pass caches for later runs (not loaded: one
+    layer's states over a million tokens take over 1 GB)."""
     from safetensors.torch import load_file, save_file
 
     folder = cache_root() / "features" / f"{fingerprint(target.model)}-{windows.digest()}"
     teacher_file = folder / f"teacher-k{top_k}.safetensors"
-    hidden_files = {n: folder / f"hidden-n{n}.safetensors" for n in sorted(set(layers))}
+    hidden_files = {n: folder / f"hidden-n{n}.safetensors" for n in sorted({*layers, *precompute})}
     missing = [n for n, f in hidden_files.items() if not f.is_file()]
     if missing or not teacher_file.is_file():
         folder.mkdir(parents=True, exist_ok=True)
         hidden, top_ids, top_logp = frozen_pass(target, windows, tuple(missing), top_k, progress)
         for n in missing:
-            _save(save_file, {"hidden": hidden[n]}, hidden_files[n])
+            _save(save_file, {"hidden": hidden.pop(n)}, hidden_files[n])  # each freed once written
         if not teacher_file.is_file():
             _save(save_file, {"ids": top_ids.to(torch.int32), "logp": top_logp}, teacher_file)
+        del hidden, top_ids, top_logp
     teacher = load_file(str(teacher_file))
-    return Features({n: load_file(str(f))["hidden"] for n, f in hidden_files.items()},
+    return Features({n: load_file(str(hidden_files[n]))["hidden"] for n in sorted(set(layers))},
                     teacher["ids"].long(), teacher["logp"])
 
 

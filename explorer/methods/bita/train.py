@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import time
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
@@ -53,6 +52,7 @@ from ...errors import ExplorerError
 from ...models import LoadedModel, cache_root
 from ...progress import print_progress
 from ...train import checkpoint
+from ...train.distill import lr_factor
 from ...train.data import Sample, load_prompt_bank, self_generated
 from .tokens import BitaTokens, check_counts, init_tokens, save_tokens
 
@@ -76,7 +76,7 @@ class BitaTrainConfig:
     seed: int = 0
     eval_top_k: int = 3
     max_new_tokens: int = 256  # cap of the target's answers
-    gen_batch_size: int = 16
+    gen_batch_size: int = 48
     data_seed: int = 0
 
     def __post_init__(self):
@@ -250,7 +250,7 @@ def train_bita(target: LoadedModel, config: BitaTrainConfig, prompts: list[dict]
     init = init_tokens(target.model, config.prompt_tokens, config.mask_tokens, config.seed)
     params = [torch.nn.Parameter(t.detach().float().clone()) for t in (init.prompt_keys, init.prompt_values, init.masks)]
     optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=0.0)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: _lr_factor(step, config))
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_factor(step, config.steps, config.warmup, floor=0.05))
     checkpoint_file = _checkpoint_path(target, train, config)
     losses, spent = _resume(checkpoint_file, params, optimizer, schedule)
     first = len(losses)
@@ -329,13 +329,6 @@ def _step_samples(step: int, count: int, config: BitaTrainConfig) -> list[int]:
     perms = {e: torch.randperm(count, generator=torch.Generator().manual_seed(config.seed * 100_003 + e))
              for e in {i // count for i in index}}
     return [int(perms[i // count][i % count]) for i in index]
-
-
-def _lr_factor(step: int, config: BitaTrainConfig) -> float:
-    warm = max(int(config.warmup * config.steps), 1)
-    if step < warm:
-        return (step + 1) / warm
-    return 0.05 + 0.475 * (1 + math.cos(math.pi * (step - warm) / max(config.steps - warm, 1)))
 
 
 def _checkpoint_path(target: LoadedModel, train: list[Sample], config: BitaTrainConfig) -> Path:

@@ -1,22 +1,22 @@
-"""Trained early-exit heads (EESD 3.1): one decoder layer + its norm on top of the target's first N
-layers, optionally scoring only a subset of the vocabulary. Stored in ``assets/early-exit/`` as a
+"""Trained early-exit heads (EESD 3.1): one decoder layer (or a few) + a norm on top of the target's first
+N layers, optionally scoring only a subset of the vocabulary. Stored in ``assets/early-exit/`` as a
 safetensors file plus a JSON manifest, and found by the target's fingerprint and N.
 
 File format (``<slug>-n<N>.safetensors``):
-    ``layer.*``   the exit layer's parameters (a ``LlamaDecoderLayer``'s state dict), float16
+    ``layers.<i>.*`` the exit layers' parameters (``LlamaDecoderLayer`` state dicts), float16; the
+                  manifest's ``exit_layers`` says how many (EESD uses one; two were measured too)
     ``norm.*``    its RMSNorm, float16
     ``vocab``     (optional) int32 ids of the LM-head rows the draft scores; the head itself is the
                   target's, shared and frozen (EESD trains it too; here it stays shared so the artifact
                   stays a few MB). A draft restricted to frequent tokens is ≈ 6× cheaper per step on the
                   CPU, where the 49152-row head is the largest single cost of a draft step.
-Manifest (``<slug>-n<N>.json``): ``model``, ``fingerprint``, ``n_layers``, ``vocab_size``, training
-figures (tokens, steps, seed, loss) and held-out greedy agreement trained vs untrained.
+Manifest (``<slug>-n<N>.json``): ``model``, ``fingerprint``, ``n_layers``, ``exit_layers``, ``vocab_size``,
+training figures (tokens, steps, seed, loss) and held-out greedy agreement trained vs untrained.
 """
 
 from __future__ import annotations
 
 import copy
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,6 +28,7 @@ from ...engine.forward import decoder_parts
 from ...errors import ExplorerError
 
 ARTIFACT_DIR = artifacts.ASSETS / "early-exit"
+MAX_EXIT_LAYERS = 4
 
 
 @dataclass(frozen=True, eq=False)
@@ -35,7 +36,7 @@ class ExitHead:
     """What an early-exit draft runs after the target's first N layers."""
 
     n_layers: int
-    layer: torch.nn.Module | None  # None: untrained, the target's own norm + head straight after layer N
+    layers: tuple[torch.nn.Module, ...]  # the exit's own layers; none: untrained, the target's norm + head after N
     norm: torch.nn.Module
     vocab: torch.Tensor | None = None  # (V',) ids the head scores; None = the whole vocabulary
     manifest: dict = field(default_factory=dict)
@@ -43,7 +44,7 @@ class ExitHead:
 
     @property
     def trained(self) -> bool:
-        return self.layer is not None and self.path is not None
+        return bool(self.layers) and self.path is not None
 
     def describe(self) -> str:
         if self.path is None:
@@ -64,33 +65,46 @@ def find_exit(model: torch.nn.Module, n_layers: int, folder: Path | None = None)
 
 def untrained_exit(model: torch.nn.Module, n_layers: int) -> ExitHead:
     _check_n(model, n_layers)
-    return ExitHead(n_layers, None, decoder_parts(model).norm)
+    return ExitHead(n_layers, (), decoder_parts(model).norm)
 
 
-def new_exit(model: torch.nn.Module, n_layers: int, vocab: torch.Tensor | None = None) -> ExitHead:
-    """A fresh exit layer initialised from the target's last layer and final norm (EESD 3.1), with its
-    own attention cache index 0 (it keeps a cache of its own, apart from the target's)."""
+def new_exit(model: torch.nn.Module, n_layers: int, vocab: torch.Tensor | None = None,
+             exit_layers: int = 1) -> ExitHead:
+    """A fresh exit initialised from the target's last ``exit_layers`` layers and final norm (EESD 3.1),
+    with their own attention cache indices 0, 1, … (the exit keeps a cache of its own, apart from the
+    target's)."""
     _check_n(model, n_layers)
     base = decoder_parts(model)
-    layer = copy.deepcopy(base.layers[-1])
-    layer.self_attn.layer_idx = 0
+    if not 1 <= exit_layers <= MAX_EXIT_LAYERS:
+        raise ExplorerError(f"an exit has 1 to {MAX_EXIT_LAYERS} layers of its own, got {exit_layers}")
+    layers = tuple(copy.deepcopy(layer) for layer in base.layers[-exit_layers:])
+    for index, layer in enumerate(layers):
+        layer.self_attn.layer_idx = index
     norm = copy.deepcopy(base.norm)
-    return ExitHead(n_layers, layer, norm, vocab)
+    return ExitHead(n_layers, layers, norm, vocab)
 
 
 def load_exit(model: torch.nn.Module, path: Path) -> ExitHead:
     """Load an artifact onto ``model``'s device and dtype; a clear error when it does not fit."""
     tensors, manifest = artifacts.read(path, model, "the exit layer")
     vocab = tensors.pop("vocab", None)
-    head = new_exit(model, int(manifest["n_layers"]), None)
+    try:
+        head = new_exit(model, int(manifest["n_layers"]), None, int(manifest.get("exit_layers", 1)))
+        for i, layer in enumerate(head.layers):
+            layer.load_state_dict(_prefixed(tensors, f"layers.{i}."))
+        head.norm.load_state_dict(_prefixed(tensors, "norm."))
+    except (KeyError, ValueError, RuntimeError) as err:
+        raise ExplorerError(f"the exit layer {Path(path).name} does not fit this model: {str(err)[:160]}") from None
     param = next(model.parameters())
-    head.layer.load_state_dict({k[len("layer."):]: v for k, v in tensors.items() if k.startswith("layer.")})
-    head.norm.load_state_dict({k[len("norm."):]: v for k, v in tensors.items() if k.startswith("norm.")})
-    for module in (head.layer, head.norm):
+    for module in (*head.layers, head.norm):
         module.to(device=param.device, dtype=param.dtype).eval().requires_grad_(False)
     if vocab is not None:
         vocab = vocab.to(device=param.device, dtype=torch.long)
-    return ExitHead(head.n_layers, head.layer, head.norm, vocab, manifest, Path(path))
+    return ExitHead(head.n_layers, head.layers, head.norm, vocab, manifest, Path(path))
+
+
+def _prefixed(tensors: dict[str, torch.Tensor], prefix: str) -> dict[str, torch.Tensor]:
+    return {k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)}
 
 
 def exit_for(model: torch.nn.Module, n_layers: int, trained: bool = True) -> ExitHead:
@@ -101,11 +115,12 @@ def exit_for(model: torch.nn.Module, n_layers: int, trained: bool = True) -> Exi
 
 def save_exit(head: ExitHead, model: torch.nn.Module, folder: Path, manifest: dict) -> Path:
     """Write ``<stem>.safetensors`` + ``<stem>.json`` (float16 weights) and return the weights' path."""
-    tensors = {f"layer.{k}": v.to(torch.float16) for k, v in head.layer.state_dict().items()}
+    tensors = {f"layers.{i}.{k}": v.to(torch.float16) for i, layer in enumerate(head.layers)
+               for k, v in layer.state_dict().items()}
     tensors.update({f"norm.{k}": v.to(torch.float16) for k, v in head.norm.state_dict().items()})
     if head.vocab is not None:
         tensors["vocab"] = head.vocab.to(torch.int32)
-    manifest = {"n_layers": head.n_layers, "vocab_size": int(head.vocab.numel()) if head.vocab is not None else None,
+    manifest = {"n_layers": head.n_layers, "exit_layers": len(head.layers), "vocab_size": int(head.vocab.numel()) if head.vocab is not None else None,
                 **manifest}
     return artifacts.write(Path(folder) / f"{artifact_stem(model, head.n_layers)}.safetensors", tensors, model, manifest)
 
@@ -119,15 +134,8 @@ def _check_n(model: torch.nn.Module, n_layers: int) -> None:
 def eesd_preset(model: torch.nn.Module) -> dict:
     """The ``eesd`` method's settings for this model: {draft, controller, gamma, why}, from
     ``assets/early-exit/presets.json`` (keyed by fingerprint; chosen there by measured speed)."""
-    try:
-        presets = json.loads((ARTIFACT_DIR / "presets.json").read_text())
-    except (OSError, ValueError):
-        presets = {}
-    preset = presets.get(fingerprint(model))
-    if preset is None:
-        raise ExplorerError(
-            "eesd needs a trained exit layer for this model and none ships: train one with "
-            "`python -m explorer train early-exit --model <spec> --layers N`, then use "
-            "method speculative with draft early-exit:N and controller beta-ts"
-        )
-    return preset
+    return artifacts.preset(
+        ARTIFACT_DIR, model,
+        "eesd needs a trained exit layer for this model and none ships: train one with "
+        "`python -m explorer train early-exit --model <spec> --layers N`, then use "
+        "method speculative with draft early-exit:N and controller beta-ts")

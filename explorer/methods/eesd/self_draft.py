@@ -11,7 +11,7 @@ and write one ``DynamicCache`` for the target's layers:
                  token), then layers N+1..L on the kept h_N of the pending token and every draft
 
 so no layer ever runs twice on the same position, and a rejected draft is dropped from every layer
-by cropping. The exit layer attends over its own cache (it has no counterpart in the target).
+by cropping. The exit's layers attend over their own cache (they have no counterpart in the target).
 
 Lengths (each a prefix of ``ids``): layers < N and ``hidden`` hold ``len(ids)`` positions, layers ≥ N
 hold ``high_len``, the exit layer ``exit_len``.
@@ -58,7 +58,7 @@ class SelfSpeculation:
         # (V', H) and not (V, H), packed like every linear on the CPU fast path
         rows = None if head.vocab is None else self.lm_head.weight[head.vocab].detach().clone()
         self.draft_rows = None if rows is None else PackedLinear(rows) if packable(rows) else (lambda x: x @ rows.T)
-        self.exit_layer = None if head.layer is None else fast_view(head.layer)
+        self.exit_layers = [fast_view(layer) for layer in head.layers]
         self.vocab_size = self.lm_head.weight.shape[0]
         self.cache = new_cache()
         self.exit_cache = new_cache()
@@ -89,14 +89,14 @@ class SelfSpeculation:
         """The exit's normed states (n_logits, H) of the last ``n_logits`` positions."""
         with torch.inference_mode():
             self._advance_low(sequence)
-            if self.exit_layer is None:
+            if not self.exit_layers:
                 h = self.hidden[:, len(sequence) - n_logits:]
             else:
                 start = len(sequence) - n_logits
                 if self.exit_len > start:  # positions to score again (a re-asked sequence)
-                    crop_layers(self.exit_cache, range(1), start)
+                    crop_layers(self.exit_cache, range(len(self.exit_layers)), start)
                     self.exit_len = start
-                h = self._run([self.exit_layer], self.hidden[:, self.exit_len:], self.exit_len,
+                h = self._run(self.exit_layers, self.hidden[:, self.exit_len:], self.exit_len,
                               self.exit_cache)[:, -n_logits:]
                 self.exit_len = len(sequence)
             states = self.head.norm(h)[0]  # (n_logits, H)
@@ -160,7 +160,7 @@ class SelfSpeculation:
             del self.ids[length:]
         self._crop_high(min(self.high_len, length))
         if self.exit_len > length:
-            crop_layers(self.exit_cache, range(1), length)
+            crop_layers(self.exit_cache, range(len(self.exit_layers)), length)
             self.exit_len = length
 
     def _crop_high(self, length: int) -> None:

@@ -1,7 +1,7 @@
 """The EESD exit-layer trainer (sections 3.1-3.2, Appendix C).
 
-The draft is the target's first N layers (frozen), one transformer layer + RMSNorm on top (``new_exit``:
-initialised from the target's last layer and final norm, section 3.1), and the target's LM head ``W``
+The draft is the target's first N layers (frozen), one transformer layer (``exit_layers``: or more) +
+RMSNorm on top (``new_exit``: initialised from the target's last layers and final norm, section 3.1), and the target's LM head ``W``
 (eq. 1), which here stays shared and frozen so that the artifact holds only the layer. It learns from the
 target's own answers to the prompt bank (self-distillation, section 3.2; hybrid greedy/sampled generation
 after Liu et al. 2023) with either
@@ -26,7 +26,6 @@ Shape legend: B windows, W window length, H hidden size, K teacher entries, P lo
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
@@ -40,13 +39,13 @@ from ...errors import ExplorerError
 from ...models import LoadedModel, cache_root
 from ...progress import print_progress
 from ...train import checkpoint
-from ...train.data import MODES, Sample, load_prompt_bank, self_generated
+from ...train.data import CORPUS_MODES, corpus, load_prompt_bank, self_generated
+from ...train.distill import chunks, draft_vocab, head_rows, kl_topk, lr_factor, remap, step_windows
 from ...train.features import Features, Windows, attention_mask, features, pack
-from .exits import ExitHead, new_exit, save_exit, untrained_exit
+from .exits import MAX_EXIT_LAYERS, ExitHead, new_exit, save_exit, untrained_exit
 
 LOSSES = ("kl", "ce")
 CHECKPOINT_EVERY = 50
-MAX_ROUNDS = 20  # sampled passes over the prompt bank when one pass gives fewer tokens than asked
 
 Progress = Callable[[int, int, str], None]
 
@@ -57,6 +56,7 @@ class TrainConfig:
 
     n_layers: int
     tokens: int = 60_000  # answer tokens of training data
+    exit_layers: int = 1  # decoder layers of the exit itself (EESD: one)
     steps: int = 600
     seed: int = 0
     vocab: int | None = None  # V': score only the V' most frequent tokens; None = the whole vocabulary
@@ -68,16 +68,17 @@ class TrainConfig:
     warmup: float = 0.05  # share of steps with a linear warm-up
     mode: str = "hybrid"
     max_new_tokens: int = 256
-    gen_batch_size: int = 16
+    gen_batch_size: int = 48
     data_seed: int = 0
 
     def __post_init__(self):
         checks = [
             (self.n_layers >= 1, "--layers must be at least 1"),
+            (1 <= self.exit_layers <= MAX_EXIT_LAYERS, f"--exit-layers must be 1 to {MAX_EXIT_LAYERS}"),
             (self.tokens >= 1 and self.steps >= 1, "--tokens and --steps must be at least 1"),
             (self.vocab is None or self.vocab >= 2, "--vocab must be at least 2 (or left out: the whole vocabulary)"),
             (self.loss in LOSSES, f"unknown loss {self.loss!r}: use one of {', '.join(LOSSES)}"),
-            (self.mode in MODES, f"unknown mode {self.mode!r}: use one of {', '.join(MODES)}"),
+            (self.mode in CORPUS_MODES, f"unknown mode {self.mode!r}: use one of {', '.join(CORPUS_MODES)}"),
             (self.lr > 0 and 0 <= self.warmup < 1, "lr must be > 0 and warmup in [0, 1)"),
             (self.batch >= 1 and self.window >= 8 and self.top_k >= 1, "batch >= 1, window >= 8, top_k >= 1"),
         ]
@@ -107,29 +108,28 @@ def train_early_exit(target: LoadedModel, config: TrainConfig, prompts: list[dic
     progress = progress or print_progress
     untrained_exit(target.model, config.n_layers)  # refuses an impossible N before any work
     prompts = load_prompt_bank() if prompts is None else prompts
-    train_samples = _training_samples(target, config, [p for p in prompts if p.get("split", "train") == "train"],
-                                      progress)
+    train_samples = corpus(target, [p for p in prompts if p.get("split", "train") == "train"], config.tokens,
+                           config.mode, config.max_new_tokens, config.data_seed, config.gen_batch_size, progress)
     heldout = [p for p in prompts if p.get("split") == "heldout"]
     if not heldout:
         raise ExplorerError("the prompt bank has no held-out prompts to measure agreement on")
     heldout_samples = self_generated(target, heldout, "greedy", config.max_new_tokens, config.data_seed,
                                      config.gen_batch_size, progress=progress)
     pad = min(target.eos_token_ids, default=0)
-    layers = tuple(sorted({config.n_layers, *precompute_layers}))
     train_windows = pack(train_samples, config.window, pad)
     heldout_windows = pack(heldout_samples, config.window, pad)
-    train_feats = features(target, train_windows, layers, config.top_k, progress)
-    heldout_feats = features(target, heldout_windows, layers, 1, progress)
+    train_feats = features(target, train_windows, (config.n_layers,), config.top_k, progress, precompute_layers)
+    heldout_feats = features(target, heldout_windows, (config.n_layers,), 1, progress, precompute_layers)
 
-    vocab = _draft_vocab(train_samples, config.vocab, target)
-    head = new_exit(target.model, config.n_layers, vocab)
+    vocab = draft_vocab(train_samples, config.vocab, target.vocab_size, target.eos_token_ids)
+    head = new_exit(target.model, config.n_layers, vocab, config.exit_layers)
     losses, seconds = _fit(target, head, train_windows, train_feats, config, progress)
     trained = agreement(target, head, heldout_windows, heldout_feats)
     untrained = agreement(target, untrained_exit(target.model, config.n_layers), heldout_windows, heldout_feats)
     progress(1, 1, f"[early-exit n{config.n_layers}] held-out agreement {trained:.1%} "
                    f"(untrained {untrained:.1%}) on {heldout_windows.answer_tokens} tokens")
-    head.layer.eval().requires_grad_(False)
-    head.norm.eval().requires_grad_(False)
+    for module in (*head.layers, head.norm):
+        module.eval().requires_grad_(False)
     return TrainResult(head, tuple(losses), train_windows.answer_tokens, heldout_windows.answer_tokens,
                        trained, untrained, seconds, config.steps / seconds if seconds else float("inf"))
 
@@ -152,10 +152,10 @@ def write_artifact(target: LoadedModel, config: TrainConfig, result: TrainResult
 
 def agreement(target: LoadedModel, head: ExitHead, windows: Windows, feats: Features) -> float:
     """Share of loss positions where the exit's argmax is the target's argmax (teacher-forced)."""
-    weight = _head_rows(target, head.vocab)
+    weight = head_rows(target.model, head.vocab)
     hits = 0
     with torch.no_grad():
-        for rows in _chunks(windows.ids.shape[0], 8):
+        for rows in chunks(windows.ids.shape[0], 8):
             h = _exit_hidden(target, head, feats.hidden[head.n_layers][rows], windows, rows)  # (b, W, H)
             sel = windows.loss[rows]  # (b, W)
             pick = (h[sel.to(h.device)] @ weight.T).argmax(-1).cpu()  # (P,)
@@ -164,64 +164,33 @@ def agreement(target: LoadedModel, head: ExitHead, windows: Windows, feats: Feat
     return hits / max(windows.answer_tokens, 1)
 
 
-def _training_samples(target, config, prompts, progress) -> list[Sample]:
-    """The first ``config.mode`` pass over the bank, then sampled passes until ``tokens`` answer tokens."""
-    samples, total = [], 0
-    for rnd in range(MAX_ROUNDS):
-        if rnd and config.mode == "greedy":
-            raise ExplorerError(f"greedy answers to the bank give only {total} tokens, fewer than --tokens "
-                                f"{config.tokens}: ask for fewer or use --mode hybrid or sample")
-        batch = self_generated(target, prompts, config.mode if rnd == 0 else "sample", config.max_new_tokens,
-                               config.data_seed + rnd, config.gen_batch_size, progress=progress)
-        for sample in batch:
-            samples.append(sample)
-            total += len(sample.answer_ids)
-            if total >= config.tokens:
-                return samples
-        if not samples:
-            break
-    raise ExplorerError(f"the prompt bank gave only {total} tokens in {MAX_ROUNDS} passes: ask for fewer --tokens")
-
-
-def _draft_vocab(samples: list[Sample], size: int | None, target: LoadedModel) -> torch.Tensor | None:
-    """The ``size`` most frequent answer tokens (ties: lower id first) and the EOS ids, sorted."""
-    if size is None or size >= target.vocab_size:
-        return None
-    counts = torch.zeros(target.vocab_size, dtype=torch.long)
-    for s in samples:
-        counts += torch.bincount(torch.tensor(s.answer_ids, dtype=torch.long), minlength=target.vocab_size)
-    eos = sorted(target.eos_token_ids)
-    counts[eos] = -1  # added below, whatever their count
-    order = torch.argsort(-counts, stable=True)[: max(size - len(eos), 0)]  # most frequent first, ties by id
-    return torch.cat([torch.tensor(eos, dtype=torch.long), order]).sort().values
-
-
 def _fit(target, head: ExitHead, windows: Windows, feats: Features, config: TrainConfig,
          progress) -> tuple[list[float], float]:
     """AdamW on the exit layer and norm; resumes from the run's checkpoint in the cache.
 
     Returns the per-step losses and the seconds spent training (over all sessions of the run)."""
-    params = [*head.layer.parameters(), *head.norm.parameters()]
-    for module in (head.layer, head.norm):
+    modules = (*head.layers, head.norm)
+    params = [p for m in modules for p in m.parameters()]
+    for module in modules:
         module.train().requires_grad_(True)
     optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=0.0)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: _lr_factor(step, config))
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_factor(step, config.steps, config.warmup))
     checkpoint_file = _checkpoint_path(target, windows, head, config)
     losses, spent = _resume(checkpoint_file, head, optimizer, schedule)
     first = len(losses)
-    weight = _head_rows(target, head.vocab)
-    remap = _remap(head.vocab, target.vocab_size)
+    weight = head_rows(target.model, head.vocab)
+    rows_of = remap(head.vocab, target.vocab_size)
     count = windows.ids.shape[0]
     start = time.perf_counter()
     for step in range(first, config.steps):
-        rows = _step_windows(step, count, config)
+        rows = step_windows(step, count, config.batch, config.seed)
         h = _exit_hidden(target, head, feats.hidden[config.n_layers][rows], windows, rows)  # (b, W, H)
         sel = windows.loss[rows]  # (b, W)
         logq = torch.log_softmax(h[sel.to(h.device)] @ weight.T, dim=-1)  # (P, V')
         if config.loss == "kl":
-            loss = _kl(logq, feats.top_ids[rows][sel], feats.top_logp[rows][sel].float(), remap)
+            loss = kl_topk(logq, feats.top_ids[rows][sel], feats.top_logp[rows][sel], rows_of)
         else:
-            loss = _ce(logq, windows.ids[rows][:, 1:], sel, remap)
+            loss = _ce(logq, windows.ids[rows][:, 1:], sel, rows_of)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -231,8 +200,9 @@ def _fit(target, head: ExitHead, windows: Windows, feats: Features, config: Trai
         done = step + 1
         elapsed = time.perf_counter() - start
         if done % CHECKPOINT_EVERY == 0 or done == config.steps:
-            checkpoint.save(checkpoint_file, {"layer": head.layer.state_dict(), "norm": head.norm.state_dict()}, optimizer,
-                            schedule, losses, spent + elapsed)
+            checkpoint.save(checkpoint_file, {"layers": [layer.state_dict() for layer in head.layers],
+                                              "norm": head.norm.state_dict()}, optimizer, schedule, losses,
+                            spent + elapsed)
         if done % 10 == 0 or done == config.steps:
             rate = (done - first) / elapsed
             recent = losses[-10:]
@@ -246,24 +216,13 @@ def _exit_hidden(target, head: ExitHead, hidden: torch.Tensor, windows: Windows,
     base = decoder_parts(target.model)
     param = next(target.model.parameters())
     h = hidden.to(param.device, param.dtype)  # (b, W, H)
-    if head.layer is not None:
+    if head.layers:
         position = windows.position[rows].to(param.device)  # (b, W)
         mask = attention_mask(windows.segment[rows], param.dtype).to(param.device)  # (b, 1, W, W)
         rotary = base.rotary_emb(h, position_ids=position)
-        h = head.layer(h, attention_mask=mask, position_embeddings=rotary, position_ids=position)
+        for layer in head.layers:
+            h = layer(h, attention_mask=mask, position_embeddings=rotary, position_ids=position)
     return head.norm(h)
-
-
-def _kl(logq, top_ids, top_logp, remap) -> torch.Tensor:
-    """KL(p || q) with p the target's top-K renormalised over the ids the draft can score (eq. 1's q)."""
-    top_ids, top_logp = top_ids.to(logq.device), top_logp.to(logq.device)
-    index = remap.to(logq.device)[top_ids] if remap is not None else top_ids  # (P, K): draft row, -1 if none
-    keep = index >= 0
-    logp = top_logp.masked_fill(~keep, float("-inf"))
-    logp = logp - torch.logsumexp(logp, dim=-1, keepdim=True)  # (P, K)
-    p = logp.exp()
-    q = logq.gather(-1, index.clamp(min=0))  # (P, K)
-    return (p * (logp.masked_fill(~keep, 0) - q)).sum(-1).mean()
 
 
 def _ce(logq, next_ids, sel, remap) -> torch.Tensor:
@@ -272,36 +231,6 @@ def _ce(logq, next_ids, sel, remap) -> torch.Tensor:
     index = remap.to(logq.device)[nxt] if remap is not None else nxt
     keep = index >= 0
     return -logq[keep].gather(-1, index[keep, None]).mean()
-
-
-def _head_rows(target, vocab: torch.Tensor | None) -> torch.Tensor:
-    weight = target.model.get_output_embeddings().weight.detach()  # (V, H)
-    return weight if vocab is None else weight[vocab]  # (V', H)
-
-
-def _remap(vocab: torch.Tensor | None, size: int) -> torch.Tensor | None:
-    """Full id -> draft row (-1 where the draft does not score the id)."""
-    if vocab is None:
-        return None
-    remap = torch.full((size,), -1, dtype=torch.long)
-    remap[vocab] = torch.arange(vocab.numel())
-    return remap
-
-
-def _step_windows(step: int, count: int, config: TrainConfig) -> torch.Tensor:
-    """Step s takes the next ``batch`` windows of a seeded permutation per epoch: a function of (seed, s)."""
-    index = [step * config.batch + j for j in range(config.batch)]
-    epochs = {i // count for i in index}
-    perms = {e: torch.randperm(count, generator=torch.Generator().manual_seed(config.seed * 100_003 + e))
-             for e in epochs}
-    return torch.stack([perms[i // count][i % count] for i in index])
-
-
-def _lr_factor(step: int, config: TrainConfig) -> float:
-    warm = max(int(config.warmup * config.steps), 1)
-    if step < warm:
-        return (step + 1) / warm
-    return 0.1 + 0.45 * (1 + math.cos(math.pi * (step - warm) / max(config.steps - warm, 1)))
 
 
 def _checkpoint_path(target, windows: Windows, head: ExitHead, config: TrainConfig) -> Path:
@@ -321,12 +250,7 @@ def _resume(path: Path, head, optimizer, schedule) -> tuple[list[float], float]:
     if saved is None:
         return [], 0.0
     state, losses, seconds = saved
-    head.layer.load_state_dict(state["layer"])
+    for layer, saved in zip(head.layers, state["layers"]):
+        layer.load_state_dict(saved)
     head.norm.load_state_dict(state["norm"])
     return losses, seconds
-
-
-def _chunks(count: int, size: int):
-    for lo in range(0, count, size):
-        yield slice(lo, min(lo + size, count))
-

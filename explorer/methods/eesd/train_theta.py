@@ -74,10 +74,11 @@ def _exit_states(base, head: ExitHead, hidden: torch.Tensor) -> torch.Tensor:
     t = hidden.shape[1]
     position = torch.arange(t, device=hidden.device)[None]
     h = hidden
-    if head.layer is not None:
+    if head.layers:
         rotary = base.rotary_emb(h, position_ids=position)
-        h = head.layer(h, attention_mask=causal_mask(0, t, h.dtype, h.device), position_embeddings=rotary,
-                       position_ids=position)
+        for layer in head.layers:
+            h = layer(h, attention_mask=causal_mask(0, t, h.dtype, h.device), position_embeddings=rotary,
+                      position_ids=position)
     return head.norm(h)[0]
 
 
