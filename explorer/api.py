@@ -33,8 +33,9 @@ def stream(model, prompt: str | None = None, *, prompt_ids: list[int] | None = N
     ``model`` and ``draft`` take a spec string (``default``, ``hf:ORG/NAME``, ``tiny-random:SEED``), a
     ``LoadedModel`` or a ``transformers`` model object; ``draft`` also takes ``early-exit:N`` and
     ``prompt-lookup:n``. ``method`` (one of ``METHODS``) defaults to ``speculative`` when a draft is given,
-    else ``ar``. ``gamma`` defaults to ``DEFAULT_GAMMA`` (4) and ``controller`` to ``fixed``; ``eesd`` fills draft, controller
-    and γ from the preset shipped for the model (``exits.eesd_preset``) where they are not given.
+    else ``ar``. ``gamma`` defaults to ``DEFAULT_GAMMA`` (4) and ``controller`` to ``fixed``; ``eesd`` and ``eagle``
+    fill draft, controller and γ from the preset shipped for the model (``method_preset``) where they are not
+    given. ``draft`` also takes ``feature-head`` (EAGLE's draft head shipped for the model).
 
     ``options`` are the method's own, each defined once in its module under ``explorer/methods`` (default,
     range, help, paper reference): ``bild`` takes ``fallback_threshold`` (α_FB), ``rollback_threshold``
@@ -60,7 +61,8 @@ def stream(model, prompt: str | None = None, *, prompt_ids: list[int] | None = N
         raise ExplorerError(f"max_new_tokens must be a whole number from 1 to {MAX_NEW_TOKENS}, got {max_new_tokens!r}")
     ids = _prompt_ids(target, prompt, prompt_ids, chat, max_new_tokens)
     if chosen.draft == "required" and draft is None:
-        raise ExplorerError(f"method {chosen.name!r} needs a draft: model:<name>, early-exit:N or prompt-lookup:n")
+        raise ExplorerError(f"method {chosen.name!r} needs a draft: model:<name>, early-exit:N, feature-head or "
+                           "prompt-lookup:n")
     settings = Settings(temperature=cfg.temperature, top_k=cfg.top_k, top_p=cfg.top_p, gamma=gamma,
                         controller=controller, seed=seed, max_new_tokens=max_new_tokens, chat=chat)
     request = methods.Request(target, prompt, ids, cfg, settings, draft if chosen.draft != "none" else None,
@@ -71,6 +73,15 @@ def stream(model, prompt: str | None = None, *, prompt_ids: list[int] | None = N
 def eesd_preset(model="default", device=None, dtype=None) -> dict:
     """What ``method="eesd"`` runs for this model: {draft, controller, gamma, why}."""
     return exits.eesd_preset(load_cached(model, device, dtype).model)
+
+
+def method_preset(method: str, model="default", device=None, dtype=None) -> dict:
+    """What a preset method (``eesd``, ``eagle``) runs for this model: {draft, controller, gamma, why};
+    ``ExplorerError`` for a method without a preset or a model none ships for."""
+    chosen = methods.get(method)
+    if chosen.preset is None:
+        raise ExplorerError(f"method {chosen.name} has no preset: it runs with the draft, controller and γ given")
+    return chosen.preset(load_cached(model, device, dtype))
 
 
 def decode(model, prompt: str | None = None, **kwargs) -> RunTrace:

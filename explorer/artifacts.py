@@ -27,6 +27,19 @@ def fingerprint(model: torch.nn.Module) -> str:
     return f"{cfg.model_type}-L{cfg.num_hidden_layers}-H{cfg.hidden_size}-V{emb.shape[0]}-{digest}"
 
 
+def preset(folder: Path, model: torch.nn.Module, missing: str) -> dict:
+    """The settings measured best for ``model`` in ``folder/presets.json`` (keyed by fingerprint): {draft,
+    controller, gamma, why}; ``ExplorerError(missing)`` when none is there for it."""
+    try:
+        presets = json.loads((Path(folder) / "presets.json").read_text())
+    except (OSError, ValueError):
+        presets = {}
+    chosen = presets.get(fingerprint(model)) if isinstance(presets, dict) else None
+    if not isinstance(chosen, dict):
+        raise ExplorerError(missing)
+    return chosen
+
+
 def find(folder: Path, stem: str) -> Path | None:
     """``folder/<stem>.safetensors`` when it and its manifest are there, else None."""
     path = Path(folder) / f"{stem}.safetensors"

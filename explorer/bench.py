@@ -33,6 +33,7 @@ from .models import quiet_transformers
 from .progress import print_progress
 
 PROMPTS_FILE = Path(__file__).resolve().parent.parent / "assets" / "prompts.json"
+PRESET_METHODS = ("eesd", "eagle")  # methods that run the preset shipped for the model
 DEFAULT_SYSTEMS = (
     "hf-generate", "hf-assisted:prompt-lookup:3", "hf-assisted:early-exit:4", "ar",
     "speculative:prompt-lookup:3", "speculative:prompt-lookup:3/cost-aware",
@@ -42,14 +43,14 @@ DEFAULT_SYSTEMS = (
 
 @dataclass(frozen=True)
 class System:
-    """One way of decoding: ``hf-generate``, ``hf-assisted:<draft>``, ``ar``, ``eesd``,
+    """One way of decoding: ``hf-generate``, ``hf-assisted:<draft>``, ``ar``, ``eesd``, ``eagle``,
     ``speculative:<draft>[/controller]``, ``hierarchical:<draft chain>[/controller]`` (its inner γ: the
     method's default), ``hf-beam:<k>`` (Hugging Face's beam search) and ``beam:<exact|004>:<k>:<draft>``; a
     speculative, hierarchical, beam or assisted system may end in ``@γ``, its own draft length (the cap for
     the TS controllers), instead of the run's ``--gamma``."""
 
     name: str
-    method: str  # hf-generate | hf-assisted | hf-beam | ar | eesd | speculative | hierarchical | bita | beam
+    method: str  # hf-generate | hf-assisted | hf-beam | ar | eesd | eagle | speculative | hierarchical | bita | beam
     draft: str | None
     controller: str | None
     gamma: int
@@ -57,8 +58,8 @@ class System:
 
 
 def parse_system(name: str, gamma: int, controller: str) -> System:
-    if name in ("hf-generate", "ar", "eesd"):
-        return System(name, name, None, None, 0)  # eesd: the model's preset draft, controller and γ
+    if name in ("hf-generate", "ar") or name in PRESET_METHODS:
+        return System(name, name, None, None, 0)  # eesd, eagle: the model's preset draft, controller and γ
     spec, at, own_gamma = name.rpartition("@")
     if at:
         if spec.startswith(("speculative:", "hierarchical:", "hf-assisted:", "beam:")) and own_gamma.isdigit() \
@@ -86,7 +87,7 @@ def parse_system(name: str, gamma: int, controller: str) -> System:
             return System(name, "bita", f"{tree}:{k or shipped.top_k}", None, 0)
     raise ExplorerError(
         f"unknown system {name!r}: use hf-generate, hf-assisted:prompt-lookup:n, hf-assisted:early-exit:N, "
-        "ar, eesd, speculative:<draft>[/controller][@γ], hierarchical:<small>><draft>[/controller][@γ], "
+        "ar, eesd, eagle, speculative:<draft>[/controller][@γ], hierarchical:<small>><draft>[/controller][@γ], "
         "bita[:efficient|full|straightforward[:k]], hf-beam:<k> or beam:<exact|004>:<k>:<draft>[@γ] (k 1 to 8)"
     )
 
@@ -198,7 +199,7 @@ def _hf_assistant_kwargs(target, system: System) -> dict:
 
 
 def early_exit_assistant(model: torch.nn.Module, n_layers: int) -> torch.nn.Module:
-    """A model object made of the target's own embedding, first N layers, the same trained exit layer
+    """A model object made of the target's own embedding, first N layers, the same trained exit layers
     and norm as our ``early-exit:N`` when one ships (else the model's norm), and the full LM head
     (shared tensors, the target untouched): what HF's ``assistant_model`` needs. HF runs it with its
     own cache (no sharing with the target) and over the whole vocabulary."""
@@ -206,13 +207,13 @@ def early_exit_assistant(model: torch.nn.Module, n_layers: int) -> torch.nn.Modu
 
     head = exit_for(model, n_layers)
     layers = list(model.model.layers[:n_layers])
-    if head.layer is not None:
+    for index, layer in enumerate(head.layers):
         # shallow copies share the weights; only the attention's cache index differs (HF's cache is one
         # list of layers), and the submodule table is copied so the original keeps its own attention
-        exit_layer = copy.copy(head.layer)
-        exit_layer._modules = dict(head.layer._modules)
-        attention = copy.copy(head.layer.self_attn)
-        attention.layer_idx = n_layers
+        exit_layer = copy.copy(layer)
+        exit_layer._modules = dict(layer._modules)
+        attention = copy.copy(layer.self_attn)
+        attention.layer_idx = n_layers + index
         exit_layer.self_attn = attention
         layers.append(exit_layer)
     config = copy.deepcopy(model.config)

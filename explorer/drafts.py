@@ -1,7 +1,9 @@
-"""Draft specs to drafters: ``model:<name>``, ``early-exit:N[:untrained]`` and ``prompt-lookup:n``.
+"""Draft specs to drafters: ``model:<name>``, ``early-exit:N[:untrained]``, ``feature-head[:untrained]``
+and ``prompt-lookup:n``.
 
 Outside the engine on purpose: an early-exit draft is EESD's (``explorer.methods.eesd``: the shipped exit
-layer, its θ_M predictor, the shared-cache forward), built on the engine.
+layer, its θ_M predictor, the shared-cache forward) and a feature head EAGLE's (``explorer.methods.eagle``),
+both built on the engine.
 """
 
 from __future__ import annotations
@@ -12,11 +14,23 @@ from .errors import ExplorerError
 from .limits import clip
 
 
-def make_drafter(spec, target, load_model) -> Drafter:
+def make_drafter(spec, target, load_model, verifying_method: str | None = None) -> Drafter:
     """A drafter from a spec string, a loaded model or a ``transformers`` model object.
 
     ``load_model`` turns a model spec or object into a ``LoadedModel`` (``explorer.models.load``).
+    ``verifying_method``: the name of a method that verifies with a target runner of its own (BiLD, beam
+    search, a hierarchical chain); a draft that reads what the speculative round loop's verification
+    computes (the feature head) is refused there with one line saying where it runs.
     """
+    drafter = _drafter(spec, target, load_model)
+    if verifying_method is not None and drafter.needs_round_verifier:
+        raise ExplorerError(f"{drafter.spec} drafts from the target features that the speculative round loop's "
+                            f"verification computes, and {verifying_method} verifies its own way: run it with "
+                            "method speculative, lenient or eagle")
+    return drafter
+
+
+def _drafter(spec, target, load_model) -> Drafter:
     if not isinstance(spec, str):
         return _model_drafter(load_model(spec), target)
     if ">" in spec:
@@ -33,11 +47,17 @@ def make_drafter(spec, target, load_model) -> Drafter:
         if variant not in ("", "untrained"):
             raise ExplorerError(f"bad draft {spec!r}: write early-exit:N or early-exit:N:untrained")
         return early_exit_drafter(spec, n, variant != "untrained", target)
+    if kind == "feature-head":
+        from .methods.eagle.drafter import feature_head_drafter
+
+        if arg not in ("", "untrained"):
+            raise ExplorerError(f"bad draft {clip(spec, 60)}: write feature-head or feature-head:untrained")
+        return feature_head_drafter(spec.strip(), arg != "untrained", target)
     if kind == "prompt-lookup":
         n = positive_int(arg, spec, "prompt-lookup:n (n = the n-gram size)")
         return PromptLookupDrafter(n)
     raise ExplorerError(
-        f"unknown draft {spec!r}: use model:<name>, early-exit:N or prompt-lookup:n"
+        f"unknown draft {clip(spec, 60)}: use model:<name>, early-exit:N, feature-head or prompt-lookup:n"
     )
 
 

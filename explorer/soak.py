@@ -7,14 +7,14 @@ kind of load, on this machine, without touching the network:
 1. It decodes every request of the mix once, one at a time, in-process (``explorer.decode`` with the
    options ``Handlers.api_decode`` builds): the reference outputs. Greedy decoding is deterministic, so
    every served output must be *identical* to its reference, whatever ran beside it (``bild`` is lossy,
-   but deterministic too). A request the model cannot run (``eesd`` without a shipped exit) is skipped
-   and said so.
+   but deterministic too). A request the model cannot run (``eesd`` or ``eagle`` without a shipped draft)
+   is skipped and said so.
 2. It serves ``app.demo`` (what ``python app.py`` serves, with its queue and concurrency limits) in this
    process on a free loopback port. Only loopback hosts are accepted: this is a test, not a load tool.
 3. ``--clients`` threads, each with its own ``gradio_client.Client`` (its own session), submit
    ``--runs`` decodes each, one after the other (a closed loop: at most ``clients`` requests outstanding).
    The jobs run every request of the mix equally often, in a seeded shuffled order: the methods (ar,
-   speculative with prompt-lookup:3 and early-exit:8, eesd, bita, bild with early-exit:8) times the
+   speculative with prompt-lookup:3 and early-exit:8, eesd, eagle, bita, bild with early-exit:8) times the
    three shortest example prompts of the page, greedy, γ = 4. With ``--cancel-every K`` every K-th
    submission is cancelled 0.3 s after it is submitted, as a visitor who gives up would; the report
    says whether it was queued or running then, and what the client saw.
@@ -72,7 +72,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # (method, draft): the draft's {exit} becomes the exit depth the model allows
 MIX = (("ar", None), ("speculative", "prompt-lookup:3"), ("speculative", "early-exit:{exit}"), ("eesd", None),
-       ("bita", None), ("bild", "early-exit:{exit}"))
+       ("eagle", None), ("bita", None), ("bild", "early-exit:{exit}"))
 
 
 @dataclass(frozen=True)

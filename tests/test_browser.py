@@ -491,6 +491,23 @@ def test_beam_search_draws_its_tree_and_says_which_rule_is_exact(page):
     page.locator("#view-beam-tree").screenshot(path=str(ARTIFACTS / "browser-beam.png"))
 
 
+def test_an_eagle_run_fills_its_preset_and_draws_the_feature_head_view(page):
+    page.locator("#method input").click()
+    page.get_by_role("option", name="eagle", exact=True).click()
+    expect(page.locator("#draft input")).to_have_value("feature-head")  # the preset, said in the status
+    expect(page.locator("#status")).to_contain_text("EAGLE preset: feature-head")
+    set_number(page, "max-new-tokens", 24)
+    page.click("#run")
+    wait_status(page, "stop:")
+    expect_method_view(page, "feature-head")
+    expect(page.locator("#view-feature-head")).to_contain_text("acceptance and feature drift")
+    trace = download_trace(page)
+    assert trace.method == "eagle" and trace.draft == "feature-head"
+    assert any(r.detail.get("feature_cos") for r in trace.rounds)
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.locator("#view-feature-head").screenshot(path=str(ARTIFACTS / "browser-feature-head.png"))
+
+
 def test_uploaded_thompson_sampling_trace_shows_its_views_and_eesd_metrics(page, tmp_path):
     from test_viz_ts import make_trace  # the hand-built cali-ts trace of the viz tests (no model)
 

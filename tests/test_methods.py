@@ -24,7 +24,7 @@ PROMPT = "one two three one two three one two"
 
 
 def test_every_method_is_registered_once_in_order():
-    assert list(explorer.METHODS) == ["ar", "speculative", "eesd", "bild", "bita", "lenient", "hierarchical", "beam", "synthetic"]
+    assert list(explorer.METHODS) == ["ar", "speculative", "eesd", "eagle", "bild", "bita", "lenient", "hierarchical", "beam", "synthetic"]
     assert {name for name, m in methods.discover().items() if m.lossy} == {"bild", "lenient"}
 
 

@@ -150,6 +150,11 @@ FORGERIES = [
     ("bita", ("rounds", 2, "tree", "attention", 0), "2" * 40, "attention"),
     ("bita", ("rounds", 2, "tree", "surprise"), 1, "unknown field"),
     ("bita", ("rounds", 2, "detail", "input_positions"), "many", "input_positions"),
+    # the feature head's per-draft cosines
+    ("bild", ("rounds", 1, "detail", "feature_cos"), [1.5], "feature_cos"),
+    ("bild", ("rounds", 1, "detail", "feature_cos"), [NAN], "feature_cos"),
+    ("bild", ("rounds", 1, "detail", "feature_cos"), [0.5] * 100, "feature_cos"),
+    ("bild", ("rounds", 1, "detail", "feature_cos"), "<b>", "feature_cos"),
 ]
 
 
@@ -302,7 +307,8 @@ def repeated(trace, rounds: int):
 def largest(traces):
     """Traces of MAX_TRACE_ROUNDS rounds for every method view: all drafts accepted at γ = 8 under
     calibrated TS (about 9 tokens a round, near the token cap), dynamic γ, lenience, the theory lab, a
-    hierarchical draft, beam search at the widest k and γ, a heuristic controller, BiLD, BiTA."""
+    hierarchical draft, beam search at the widest k and γ, a feature head, a heuristic controller, BiLD,
+    BiTA."""
     every_accepted = explorer.decode("tiny-random:1", "hello there", method="speculative", draft="model:tiny-random:1",
                                      gamma=8, controller="cali-ts", max_new_tokens=64, seed=1)
     dynamic = explorer.decode("tiny-random:1", "hello there", method="speculative", draft="model:tiny-random:2",
@@ -315,7 +321,9 @@ def largest(traces):
                                    draft="model:tiny-random:2>model:tiny-random:3", gamma=8, max_new_tokens=64, seed=1)
     beam = explorer.decode("tiny-random:1", "hello there", method="beam", draft="model:tiny-random:2", beam_width=8,
                            gamma=16, max_new_tokens=64)
-    small = [every_accepted, dynamic, lenient, synthetic, hierarchical, beam] + [explorer.load_trace(json.dumps(traces[name]))
+    feature_head = explorer.decode("tiny-random:1", "hello there", draft="feature-head:untrained", gamma=8,
+                                   max_new_tokens=64, seed=1)
+    small = [every_accepted, dynamic, lenient, synthetic, hierarchical, beam, feature_head] + [explorer.load_trace(json.dumps(traces[name]))
                                          for name in ("heuristic", "bild", "bita")]
     return [repeated(t, limits.MAX_TRACE_ROUNDS) for t in small]
 

@@ -54,10 +54,18 @@ class Drafter:
     theta_model = None  # (step, q_row) -> θ_M, the trained acceptance predictor of EESD eq. 5, else None
     runner = None  # scores several positions in one forward (logits/truncate/forwards): a draft that can
     #                verify a smaller draft (hierarchical); None for a draft with no model (prompt lookup)
+    needs_round_verifier = False  # drafts only from what its ``verifier`` computed as the round loop's target
+    #                               runner (the feature head reads the target's features there)
 
     def propose(self, context: list[int], k: int, cfg: SamplingConfig, rng: Rng, stop: StopRule) -> Proposal:
         """Up to ``k`` tokens that continue ``context``, asking ``stop`` after each."""
         raise NotImplementedError
+
+    def verified(self):
+        """Called right after the target scored the latest draft, before any cache is cut: a zero-argument
+        function building what the draft records in the round's ``detail`` (run off the timed path), or
+        None. The feature head records how close its predicted features came to the target's."""
+        return None
 
     def rollback(self, context: list[int]) -> None:
         """Drop whatever was cached past the committed ``context`` (nothing to do for a stateless draft)."""

@@ -61,6 +61,7 @@ class SpeculativeStep:
         logits = self.runner.logits(context + drafted, len(drafted) + 1)  # (K+1, V)
         p = distribution(logits, cfg)  # (K+1, V)
         verified_at = clock()
+        draft_detail = drafter.verified() if drafted else None  # before the caches are cut
 
         # 3. accept
         if cfg.greedy:
@@ -82,8 +83,12 @@ class SpeculativeStep:
         # a lenient round says which of its accepts the exact rule would have refused
         detail = {"lenience": self.lenience, "lenient_accepts": list(verdict.lenient)} if self.lenience < 1 else {}
         detail.update(proposal.detail or {})
-        return lambda: _record(round.index, context_len, proposal, p, verdict, emitted, n_accepted,
-                               drafter is not None, controller_state, timing, detail)
+
+        def record() -> RoundTrace:
+            detail.update(draft_detail() if draft_detail is not None else {})
+            return _record(round.index, context_len, proposal, p, verdict, emitted, n_accepted, drafter is not None,
+                           controller_state, timing, detail)
+        return record
 
 
 def _through_end(proposal: Proposal, round: Round) -> Proposal:

@@ -367,7 +367,7 @@ TRACE = Record({
 
 # The keys of a round's ``controller`` and ``detail`` that the views read (``viz/views``), wherever they
 # appear; any other key need only be plain JSON. Controllers: ``engine/controllers.py``; BiLD's and
-# BiTA's details: ``engine/bild.py``, ``methods/bita/tree.py``.
+# BiTA's details: ``engine/bild.py``, ``methods/bita/tree.py``; the feature head's: ``methods/eagle/drafter.py``.
 CONTROLLER = Record({
     "kind": NAME, "evidence": NAME, "gamma": GAMMA, "gamma_before": GAMMA, "gamma_after": GAMMA,
     "alpha_before": Maybe(RATIO), "beta_before": Maybe(RATIO), "alpha_after": Maybe(RATIO),
@@ -386,6 +386,7 @@ DETAIL = Record({
     "rollback_threshold": Maybe(RATIO), "rollback": Maybe(ROLLBACK), "large_pass": BOOL,
     "tree": NAME, "masks": COUNT, "top_k": COUNT, "tokens": NAME, "input_positions": COUNT, "nodes": COUNT,
     "lenience": number(0.01, 1), "lenient_accepts": ListOf(whole(0, MAX_GAMMA), MAX_GAMMA, "a list of draft positions"),
+    "feature_cos": ListOf(number(-1, 1), MAX_GAMMA, "a list of cosine similarities"),
 }, strict=False)
 FREE_DEPTH = MAX_JSON_DEPTH - 3  # a round's controller or detail sits under the trace, its rounds and the round
 

@@ -192,7 +192,7 @@ def register(method: Method) -> Method:
     return method
 
 
-ORDER = ("ar", "speculative", "eesd", "bild", "bita", "lenient", "hierarchical", "beam", "synthetic")  # listed first, in this order; then any others
+ORDER = ("ar", "speculative", "eesd", "eagle", "bild", "bita", "lenient", "hierarchical", "beam", "synthetic")  # listed first, in this order; then any others
 
 
 _discovered = False

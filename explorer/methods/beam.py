@@ -423,7 +423,7 @@ def _lineage(levels, start: tuple[int, ...], best: tuple[int, ...]):
 def start(request: Request, options: BeamOptions) -> Decoding:
     if not request.sampling.greedy:
         raise ExplorerError("beam search here is a search, like generate(num_beams=k, do_sample=False): set temperature 0")
-    drafter = make_drafter(request.draft, request.target, request.load)
+    drafter = make_drafter(request.draft, request.target, request.load, "beam")
     if options.rule == "exact" and getattr(drafter, "runner", None) is None:
         raise ExplorerError(f"the exact rule runs the draft's own beam search, so it needs a draft with "
                             f"distributions (model:<name> or early-exit:N), not {drafter.spec}")

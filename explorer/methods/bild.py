@@ -37,7 +37,7 @@ class BildOptions(Options):
 
 
 def start(request: Request, options: BildOptions) -> Decoding:
-    drafter = make_drafter(request.draft, request.target, request.load)
+    drafter = make_drafter(request.draft, request.target, request.load, "bild")
     if not drafter.gives_distributions:
         raise ExplorerError("bild needs a small model that gives distributions: model:<name> or early-exit:N")
     config = BildConfig(options.fallback_threshold, options.rollback_threshold, options.max_small_steps)

@@ -124,9 +124,9 @@ def make_chain(spec, target, load, inner_gamma: int) -> HierarchicalDrafter:
     parts = [part.strip() for part in spec.split(">")]
     if len(parts) > MAX_LEVELS or any(not part for part in parts):
         raise ExplorerError(f"bad draft chain {clip(spec, 60)}: 2 to {MAX_LEVELS} drafts joined by '>', smallest first")
-    drafter = make_drafter(parts[0], target, load)
+    drafter = make_drafter(parts[0], target, load, "a hierarchical chain")
     for part in parts[1:]:
-        upper = make_drafter(part, target, load)
+        upper = make_drafter(part, target, load, "a hierarchical chain")
         if upper.runner is None:
             raise ExplorerError(f"{part} cannot verify a smaller draft (it has no model to score with): "
                                 "the levels above the first must be model:<name> or early-exit:N")

@@ -2,7 +2,9 @@
 
 GLOSSARY = """
 **Target model**: the model whose output we want. **Draft (drafter)**: something cheaper that guesses the
-target's next tokens: a small model, the target's own first layers with an exit head (early-exit), or a
+target's next tokens: a small model, the target's own first layers with an exit head (early-exit), a
+**feature head** (EAGLE: one small layer that guesses the target's next internal state, its *feature*, from
+the current one and the next token, then reads the token from it with the target's own output layer), or a
 copy of text already in the prompt (prompt lookup).
 
 **Round**: the draft proposes γ tokens, the target checks all of them in **one** forward pass (a

@@ -291,8 +291,8 @@ class Handlers:
         return {self.page.theory: viz.theory_figure(alpha, c, c_hat, trace, baseline)}
 
     def method_changed(self, method, model="default", draft=None):
-        """The banner describes the chosen method; ``ar`` has no drafter; ``eesd`` fills in its preset
-        (trained exit, Thompson-sampling controller, γ cap) so the page shows what the method runs; ``bild``
+        """The banner describes the chosen method; ``ar`` has no drafter; ``eesd`` and ``eagle`` fill in their
+        preset (trained draft, controller, γ cap) so the page shows what the method runs; ``bild``
         swaps a drafter it cannot use (prompt lookup gives no distribution) for a small model it can."""
         p = self.page
         chosen = methods.discover().get(method)
@@ -320,16 +320,16 @@ class Handlers:
             updates[p.status] = viz.safe_markdown(f"A hierarchical draft is a chain, smallest first: the drafter is now "
                                                   f"{HIERARCHICAL_DEFAULT_DRAFT} (prompt lookup drafts for the early "
                                                   "exit, the early exit for the target).")
-        if method == "eesd":
+        if chosen is not None and chosen.preset is not None:  # eesd, eagle: what the method runs for this model
             try:
-                preset = explorer.eesd_preset((model or "default").strip())
+                preset = explorer.method_preset(method, (model or "default").strip())
             except explorer.ExplorerError as err:
                 return {**updates, p.status: f"⚠️ {viz.safe_markdown(err)}"}
             updates.update({p.draft: gr.Dropdown(value=preset["draft"], interactive=True),
                             p.controller: gr.Dropdown(value=preset["controller"], interactive=True, visible=True),
                             p.gamma: gr.Number(value=preset["gamma"], interactive=True, visible=True, info=note),
-                            p.status: f"EESD preset: {preset['draft']}, {preset['controller']}, γ cap {preset['gamma']}. "
-                                      f"{preset.get('why', '')}"})
+                            p.status: f"{method.upper()} preset: {preset['draft']}, {preset['controller']}, γ cap "
+                                      f"{preset['gamma']}. {preset.get('why', '')}"})
         return updates
 
     def upload(self, data, alpha, c, c_hat, request: gr.Request):
@@ -354,8 +354,9 @@ class Handlers:
 
         Args:
             prompt: the text to continue; it is wrapped in the model's chat template.
-            method: ar, speculative, eesd, bild, bita, lenient, hierarchical, beam or synthetic.
-            draft: the drafter: early-exit:N, prompt-lookup:n or model:<name>; ar and bita ignore it.
+            method: ar, speculative, eesd, eagle, bild, bita, lenient, hierarchical, beam or synthetic.
+            draft: the drafter: early-exit:N, feature-head, prompt-lookup:n or model:<name>; ar and bita
+                ignore it.
             gamma: tokens drafted per round, 1 to 64.
             temperature: 0 for greedy decoding, else the sampling temperature (at most 100).
             max_new_tokens: how many tokens to generate, 1 to 4096.

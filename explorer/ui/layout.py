@@ -32,7 +32,8 @@ from .views import build_view_slots
 # Decodes are CPU/GPU bound: running more at once only slows each one down. Sessions beyond the limit
 # wait in Gradio's queue (and see their place in it).
 DECODE_CONCURRENCY = int(os.environ.get("EXPLORER_DECODE_CONCURRENCY", "2"))
-DRAFTS = ["early-exit:8", "early-exit:16", "early-exit:24", "prompt-lookup:3", "prompt-lookup:2", "model:default"]
+DRAFTS = ["early-exit:8", "early-exit:16", "early-exit:24", "feature-head", "prompt-lookup:3", "prompt-lookup:2",
+          "model:default"]
 MODELS = ["default", "tiny-random"]
 INTRO = (
     "# Speculative Decoding Explorer\n"
@@ -112,7 +113,7 @@ def build_demo() -> gr.Blocks:
                             method = gr.Dropdown(list(explorer.METHODS), value=first.method, label="Method", elem_id="method")
                         with gr.Row():
                             draft = gr.Dropdown(DRAFTS, value=first.draft, label="Drafter", allow_custom_value=True,
-                                                info="model:<name> · early-exit:N · prompt-lookup:n", elem_id="draft")
+                                                info="model:<name> · early-exit:N · feature-head · prompt-lookup:n", elem_id="draft")
                             # a dropdown, not eight radio buttons: one line until opened
                             controller = gr.Dropdown(list(CONTROLLERS), value=DEFAULT_CONTROLLER, label="γ controller",
                                                      info="how γ changes between rounds: fixed · heuristic (+2 after a "

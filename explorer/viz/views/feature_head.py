@@ -1,0 +1,105 @@
+"""The feature-head draft (EAGLE; draft ``feature-head``, method ``eagle``): where its drafts are accepted
+and how far its predicted features drift from the target's.
+
+The head drafts in feature space: draft 1 reads the target's own last-layer feature, draft k reads the
+head's prediction from draft k − 1. After each verification the round records the cosine between every
+predicted feature f̂ and the feature the target computed at that position (``detail.feature_cos``).
+Left: by draft position, the share of tested drafts the target accepted and the mean cosine of the
+accepted and of the refused drafts — EAGLE's point that a draft goes wrong where its feature drifts.
+Right: the selected round, one bar per draft, coloured by its fate.
+"""
+
+from __future__ import annotations
+
+import html
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from ...engine.trace import acceptance_by_position
+from ..style import BASELINE_COLOUR, FATE_COLOURS, FATE_LABELS, base_layout, empty_figure
+from ..text import label
+from ..tokens import round_fates
+from . import MethodView, register
+
+TITLE = "Feature head: acceptance and feature drift by draft position"
+
+
+def _feature_head(trace) -> bool:
+    return str(trace.draft or "").startswith("feature-head")
+
+
+def cosine_by_position(rounds) -> tuple[list[float | None], list[float | None]]:
+    """Mean cosine at each draft position of the tested drafts the target accepted, and of those it refused."""
+    most = max((len(r.drafted) for r in rounds), default=0)
+    sums = {True: [0.0] * most, False: [0.0] * most}
+    counts = {True: [0] * most, False: [0] * most}
+    for r in rounds:
+        cos = r.detail.get("feature_cos") or ()
+        for i in range(min(r.tested, len(r.drafted), len(cos))):
+            kept = i < r.n_accepted
+            sums[kept][i] += cos[i]
+            counts[kept][i] += 1
+    mean = {k: [s / n if n else None for s, n in zip(sums[k], counts[k])] for k in (True, False)}
+    return mean[True], mean[False]
+
+
+def feature_head_figure(trace, round_index: int) -> go.Figure:
+    rounds = [r for r in trace.rounds if r.drafted]
+    if not rounds:
+        return empty_figure(TITLE, "No round drafted yet (the first round never does: the head needs the "
+                                   "target's features from a first forward).")
+    tested, accepted = acceptance_by_position(rounds)
+    positions = list(range(1, len(tested) + 1))
+    kept_cos, refused_cos = cosine_by_position(rounds)
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12,
+                        subplot_titles=["By draft position, over the run", "This round, draft by draft"])
+    fig.add_trace(go.Bar(x=positions, y=[a / t if t else None for a, t in zip(accepted, tested)],
+                         name="share of tested drafts accepted", marker_color=FATE_COLOURS["accepted"], opacity=0.45,
+                         customdata=list(zip(accepted, tested)),
+                         hovertemplate="draft #%{x}: %{customdata[0]} of %{customdata[1]} tested accepted "
+                                       "(%{y:.0%})<extra></extra>"), row=1, col=1)
+    for values, kept in ((kept_cos, True), (refused_cos, False)):
+        fig.add_trace(go.Scatter(
+            x=positions, y=values, mode="lines+markers",
+            name=f"mean cosine f̂ · f of {'accepted' if kept else 'refused'} drafts",
+            line={"color": FATE_COLOURS["accepted" if kept else "rejected"], "dash": "solid" if kept else "dot"},
+            marker={"symbol": "circle" if kept else "x", "size": 8},
+            hovertemplate=f"draft #%{{x}}: {'accepted' if kept else 'refused'} drafts' predicted feature "
+                          "has cosine %{y:.2f} with the target's<extra></extra>"), row=1, col=1)
+
+    index = max(0, min(int(round_index), len(trace.rounds) - 1))
+    chosen = trace.rounds[index]
+    cos = list(chosen.detail.get("feature_cos") or ())
+    if chosen.drafted and cos:
+        fates = [f.fate for f in round_fates(chosen)][: len(cos)]  # the drafts come first, in order
+        texts = [html.escape(label(trace, t)) for t in chosen.drafted[: len(cos)]]  # untrusted text: escaped
+        fig.add_trace(go.Bar(
+            x=list(range(1, len(cos) + 1)), y=cos, marker_color=[FATE_COLOURS.get(f, BASELINE_COLOUR) for f in fates],
+            name="this round's drafts (colour: fate)", showlegend=True, customdata=list(zip(texts, fates)),
+            hovertemplate="draft #%{x} %{customdata[0]}: %{customdata[1]}<br>cosine of its predicted feature "
+                          "with the target's: %{y:.2f}<extra></extra>"), row=1, col=2)
+        note = ", ".join(f"#{i + 1} {FATE_LABELS.get(f, f).split(' — ')[0]}" for i, f in enumerate(fates))
+        fig.add_annotation(text=f"round {index + 1}: {note}", xref="x2 domain", yref="y2 domain", x=0, y=1.02,
+                           showarrow=False, xanchor="left", yanchor="bottom", font={"size": 11, "color": "#374151"})
+    else:
+        fig.add_annotation(text=f"round {index + 1} drafted nothing", xref="x2 domain", yref="y2 domain", x=0.5,
+                           y=0.5, showarrow=False, font={"size": 13, "color": "#6b7280"})
+    low = min([0.0] + [c for c in kept_cos + refused_cos + cos if c is not None])
+    fig.update_xaxes(title_text="draft position in the round", dtick=1, row=1, col=1)
+    fig.update_yaxes(title_text="share accepted · mean cosine", range=[low - 0.02, 1.02], row=1, col=1)
+    fig.update_xaxes(title_text="draft position in the round", dtick=1, row=1, col=2)
+    fig.update_yaxes(title_text="cosine f̂ · f (1 = the target's own)", range=[low - 0.02, 1.02], row=1, col=2)
+    fig.update_layout(bargap=0.3)
+    return base_layout(fig, TITLE, height=380, legend_below=True)
+
+
+register(MethodView(
+    name="feature-head",
+    title="Feature head: acceptance and feature drift",
+    applies=_feature_head,
+    render=feature_head_figure,
+    description="EAGLE drafts in the target's feature space: by draft position, how many drafts are accepted "
+                "and how close the head's predicted features were to the target's (cosine), for accepted and "
+                "refused drafts; and the selected round's drafts one by one.",
+))
