@@ -379,7 +379,7 @@ def test_bad_values_get_one_whole_line_and_the_page_keeps_working(page):
     page.locator("#draft input").press("Enter")
     page.click("#run")
     wait_status(page, "unknown draft")
-    assert "use model:<name>, early-exit:N or prompt-lookup:n" in status(page)  # nothing after <name> is lost
+    assert "use model:<name>, early-exit:N, feature-head or prompt-lookup:n" in status(page)  # nothing after <name> is lost
 
     page.locator("#draft input").fill("prompt-lookup:3")
     page.locator("#draft input").press("Enter")
