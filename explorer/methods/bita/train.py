@@ -57,6 +57,7 @@ from ...train.data import Sample, load_prompt_bank, self_generated
 from .tokens import BitaTokens, check_counts, init_tokens, save_tokens
 
 CHECKPOINT_EVERY = 25
+MAX_CONTEXTS = 256  # answers whose context keys and values stay cached (≈ 20 MB each on the default model)
 TOKEN_NAMES = ("prompt_keys", "prompt_values", "masks")  # the trained tensors, in the checkpoint
 EVAL_SEED = 12345
 Progress = Callable[[int, int, str], None]
@@ -267,6 +268,8 @@ def train_bita(target: LoadedModel, config: BitaTrainConfig, prompts: list[dict]
             sample = train[index]
             lasts = split_points(sample, config.mask_tokens, config.groups, generator)
             if index not in contexts:
+                if len(contexts) >= MAX_CONTEXTS:  # the oldest goes: 3 000 answers' KV would not fit in memory
+                    contexts.pop(next(iter(contexts)))
                 contexts[index] = sample_kv(target.model, sample, config.mask_tokens)
             loss = sar_loss(target.model, [p.to(model_dtype) for p in params], sample, lasts, contexts[index])
             loss = loss / config.batch
