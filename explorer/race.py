@@ -19,7 +19,7 @@ from .run import Decoding
 
 MAX_LANES = 3  # besides plain decoding
 WARM_UP_TOKENS = 4
-RACE_SYSTEMS = ("speculative:prompt-lookup:3", "eesd", "bita", "speculative:early-exit:8",
+RACE_SYSTEMS = ("speculative:prompt-lookup:3", "eesd", "eagle", "bita", "speculative:early-exit:8",
                 "speculative:early-exit:4/cost-aware", "hierarchical:prompt-lookup:3>early-exit:4",
                 "bild:early-exit:8")
 
