@@ -80,8 +80,7 @@ def feature_head_figure(trace, round_index: int) -> go.Figure:
             hovertemplate="draft #%{x} %{customdata[0]}: %{customdata[1]}<br>cosine of its predicted feature "
                           "with the target's: %{y:.2f}<extra></extra>"), row=1, col=2)
         note = ", ".join(f"#{i + 1} {FATE_LABELS.get(f, f).split(' — ')[0]}" for i, f in enumerate(fates))
-        fig.add_annotation(text=f"round {index + 1}: {note}", xref="x2 domain", yref="y2 domain", x=0, y=1.02,
-                           showarrow=False, xanchor="left", yanchor="bottom", font={"size": 11, "color": "#374151"})
+        fig.layout.annotations[1].text = f"Round {index + 1}: {note}"  # in the subplot's title, not over it
     else:
         fig.add_annotation(text=f"round {index + 1} drafted nothing", xref="x2 domain", yref="y2 domain", x=0.5,
                            y=0.5, showarrow=False, font={"size": 13, "color": "#6b7280"})
