@@ -97,6 +97,27 @@ def test_training_lowers_the_loss_is_seeded_and_resumes(tiny, monkeypatch, tmp_p
         tokens_for(tiny.model, str(path), 3)
 
 
+def test_a_capped_context_cache_recomputes_what_it_dropped_and_trains_the_same(tiny, monkeypatch, tmp_path):
+    """The run keeps at most ``MAX_CONTEXTS`` answers' frozen keys and values (3 000 answers' would not fit in
+    memory); a dropped one is recomputed when its answer comes round again, so training is unchanged."""
+    config = BitaTrainConfig(prompt_tokens=2, mask_tokens=2, steps=6, batch=2, groups=4, lr=5e-2,
+                             max_new_tokens=24, gen_batch_size=4)
+    quiet = lambda *a: None  # noqa: E731
+    computed = []
+    real_kv = trainer.sample_kv
+    monkeypatch.setattr(trainer, "sample_kv", lambda *a: computed.append(a[1]) or real_kv(*a))
+    whole = train_bita(tiny, config, PROMPTS, progress=quiet)
+    uncapped = len(computed)
+    for run in (tmp_path / "cache" / "bita-runs").glob("*.pt"):
+        run.unlink()
+    computed.clear()
+    monkeypatch.setattr(trainer, "MAX_CONTEXTS", 1)
+    capped = train_bita(tiny, config, PROMPTS, progress=quiet)
+    assert len(computed) > uncapped  # answers seen again were recomputed, not kept
+    assert capped.losses == pytest.approx(whole.losses, rel=1e-5)
+    assert torch.allclose(capped.tokens.masks, whole.tokens.masks, atol=1e-6)
+
+
 def test_artifacts_refuse_another_model(tiny, tiny_draft, tmp_path):
     tokens = init_tokens(tiny.model, 1, 2)
     from explorer.methods.bita.tokens import save_tokens

@@ -168,7 +168,8 @@ def labels_for(sample: Sample, lasts: list[int], n_masks: int) -> torch.Tensor:
 
 def sample_kv(model, sample: Sample, n_masks: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """Keys and values of the longest context any split point of the sample needs, kept in float16 (the
-    run keeps one per training sample: the frozen context is computed once, not once per epoch)."""
+    run keeps those of up to ``MAX_CONTEXTS`` samples: the frozen context is computed once per sample, not
+    once per epoch, while the bank's answers fit in memory)."""
     ids = list(sample.prompt_ids) + list(sample.answer_ids)
     return [(k.half(), v.half()) for k, v in context_kv(model, ids[: len(ids) - n_masks - 1])]
 
