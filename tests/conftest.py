@@ -19,6 +19,16 @@ def default_model():
 
 
 @pytest.fixture(scope="session")
+def shipped_exit4_agreement(default_model):
+    """The shipped N = 4 exit's held-out agreement, from its manifest: the controllers' starting α."""
+    from explorer.methods.eesd.exits import exit_for
+
+    agreement = exit_for(default_model.model, 4).manifest["heldout_agreement"]
+    assert 0.2 < agreement < 0.8, agreement
+    return agreement
+
+
+@pytest.fixture(scope="session")
 def tiny_target():
     return explorer.load("tiny-random:1")
 

@@ -87,7 +87,7 @@ def test_prompt_lookup_reports_its_match():
     assert drafter.evidence([5, 6, 7, 8]) is None
 
 
-def test_cost_aware_is_lossless(default_model):
+def test_cost_aware_is_lossless(default_model, shipped_exit4_agreement):
     prompt = "Correct the spelling: Me and my freind goes to the libary every weeks."
     ar = explorer.decode(default_model, prompt, method="ar", max_new_tokens=32)
     for draft in ("prompt-lookup:3", "early-exit:4"):
@@ -95,10 +95,7 @@ def test_cost_aware_is_lossless(default_model):
         assert t.output_ids == ar.output_ids
         assert all(r.controller["kind"] == "cost-aware" for r in t.rounds)
         if draft == "early-exit:4":  # the shipped exit's held-out agreement is the prior, not 0.8
-            from explorer.methods.eesd.exits import exit_for
-
-            shipped = exit_for(default_model.model, 4).manifest["heldout_agreement"]
-            assert 0.2 < shipped < 0.8 and abs(t.rounds[0].controller["alpha_before"] - shipped) < 1e-6
+            assert abs(t.rounds[0].controller["alpha_before"] - shipped_exit4_agreement) < 1e-6
         else:  # each round says which match its draft rested on, and the controller view shows it
             from explorer.viz.views.controller import controller_figure
 

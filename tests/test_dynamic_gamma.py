@@ -71,7 +71,7 @@ def test_the_priced_variant_drafts_less_when_verification_costs_more():
 
 
 @pytest.mark.parametrize("controller", ["dynamic-gamma", "dynamic-gamma-priced"])
-def test_dynamic_gamma_is_lossless(default_model, controller):
+def test_dynamic_gamma_is_lossless(default_model, controller, shipped_exit4_agreement):
     prompt = "Correct the spelling: Me and my freind goes to the libary every weeks."
     ar = explorer.decode(default_model, prompt, method="ar", max_new_tokens=24)
     for draft in ("prompt-lookup:3", "early-exit:4"):
@@ -80,10 +80,7 @@ def test_dynamic_gamma_is_lossless(default_model, controller):
         assert all(r.controller["kind"] == controller and 1 <= r.controller["gamma"] <= 8 for r in t.rounds if r.drafted)
         assert explorer.load_trace(t.to_json()) == t
     # the shipped exit's held-out agreement is where α̂ starts
-    from explorer.methods.eesd.exits import exit_for
-
-    shipped = exit_for(default_model.model, 4).manifest["heldout_agreement"]
-    assert 0.2 < shipped < 0.8 and t.rounds[0].controller["alpha_hat"] == pytest.approx(shipped, abs=1e-4)
+    assert t.rounds[0].controller["alpha_hat"] == pytest.approx(shipped_exit4_agreement, abs=1e-4)
 
 
 def test_sampled_output_follows_the_target(tiny_target, tiny_draft):
