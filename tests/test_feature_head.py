@@ -214,3 +214,11 @@ def test_eagle_without_a_shipped_head_says_how_to_get_one(tiny_target):
         explorer.decode(tiny_target, "the cat sat", method="eagle", chat=False, max_new_tokens=4)
     with pytest.raises(ExplorerError, match="has no preset"):
         explorer.method_preset("bild", tiny_target)
+
+
+def test_the_views_round_title_names_each_drafts_fate_in_runs():
+    from explorer.viz.views.feature_head import _fate_runs
+
+    assert _fate_runs(["accepted", "accepted", "rejected", "discarded", "discarded"]) == \
+        "#1–2 accepted, #3 rejected, #4–5 discarded"
+    assert _fate_runs(["rejected"]) == "#1 rejected"

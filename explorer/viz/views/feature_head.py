@@ -52,7 +52,8 @@ def feature_head_figure(trace, round_index: int) -> go.Figure:
     tested, accepted = acceptance_by_position(rounds)
     positions = list(range(1, len(tested) + 1))
     kept_cos, refused_cos = cosine_by_position(rounds)
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12,
+    # stacked, not side by side: two panels in a row crowd their titles together at a phone's width
+    fig = make_subplots(rows=2, cols=1, vertical_spacing=0.2,
                         subplot_titles=["By draft position, over the run", "This round, draft by draft"])
     fig.add_trace(go.Bar(x=positions, y=[a / t if t else None for a, t in zip(accepted, tested)],
                          name="share of tested drafts accepted", marker_color=FATE_COLOURS["accepted"], opacity=0.45,
@@ -78,8 +79,8 @@ def feature_head_figure(trace, round_index: int) -> go.Figure:
             x=list(range(1, len(cos) + 1)), y=cos, marker_color=[FATE_COLOURS.get(f, BASELINE_COLOUR) for f in fates],
             name="this round's drafts (colour: fate)", showlegend=True, customdata=list(zip(texts, fates)),
             hovertemplate="draft #%{x} %{customdata[0]}: %{customdata[1]}<br>cosine of its predicted feature "
-                          "with the target's: %{y:.2f}<extra></extra>"), row=1, col=2)
-        note = ", ".join(f"#{i + 1} {FATE_LABELS.get(f, f).split(' — ')[0]}" for i, f in enumerate(fates))
+                          "with the target's: %{y:.2f}<extra></extra>"), row=2, col=1)
+        note = _fate_runs(fates)
         fig.layout.annotations[1].text = f"Round {index + 1}: {note}"  # in the subplot's title, not over it
     else:
         fig.add_annotation(text=f"round {index + 1} drafted nothing", xref="x2 domain", yref="y2 domain", x=0.5,
@@ -87,10 +88,22 @@ def feature_head_figure(trace, round_index: int) -> go.Figure:
     low = min([0.0] + [c for c in kept_cos + refused_cos + cos if c is not None])
     fig.update_xaxes(title_text="draft position in the round", dtick=1, row=1, col=1)
     fig.update_yaxes(title_text="share accepted · mean cosine", range=[low - 0.02, 1.02], row=1, col=1)
-    fig.update_xaxes(title_text="draft position in the round", dtick=1, row=1, col=2)
-    fig.update_yaxes(title_text="cosine f̂ · f (1 = the target's own)", range=[low - 0.02, 1.02], row=1, col=2)
+    fig.update_xaxes(title_text="draft position in the round", dtick=1, row=2, col=1)
+    fig.update_yaxes(title_text="cosine f̂ · f (1 = exact)", range=[low - 0.02, 1.02], row=2, col=1)
     fig.update_layout(bargap=0.3)
-    return base_layout(fig, TITLE, height=380, legend_below=True)
+    return base_layout(fig, TITLE, height=620, legend_below=True)
+
+
+def _fate_runs(fates: list[str]) -> str:
+    """'#1 rejected, #2–5 discarded': drafts in order, neighbours with the same fate in one run (short enough
+    for a subplot title at a phone's width)."""
+    runs: list[list] = []
+    for i, fate in enumerate(fates, start=1):
+        if runs and runs[-1][2] == fate:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i, fate])
+    return ", ".join(f"#{a}{'' if a == b else f'–{b}'} {FATE_LABELS.get(f, f).split(' — ')[0]}" for a, b, f in runs)
 
 
 register(MethodView(
