@@ -2,7 +2,7 @@
 beside what Leviathan et al.'s Theorem 3.8 predicts from its measured α and c, and the same theorem with
 the measured verify cost T(γ+1)/T(1) in place of one step.
 
-A report may be a stranger's upload (``ui.sections.load_bench_report`` checks its values): every row has
+A report may be a stranger's upload (``reports.load_bench_report`` checks its values): every row has
 ``system``, ``tokens_per_s`` and ``speedup_vs_ar``; any other key may be absent."""
 
 from __future__ import annotations

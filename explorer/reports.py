@@ -1,0 +1,52 @@
+"""Benchmark reports as the Compare view and ``whatif`` read them: every value checked, nothing trusted.
+
+``python -m explorer bench`` (and the race, and "your runs") write a report; the page shows one that a
+stranger may have uploaded, and ``python -m explorer whatif`` reads one. No gradio here, so the CLI can
+check a report without the page.
+"""
+
+from __future__ import annotations
+
+from .errors import ExplorerError
+from .limits import MAX_JSON_DEPTH, MAX_NAME_CHARS, MAX_REPORT_BYTES, MAX_REPORT_ROWS, MAX_SPEC_CHARS
+from .untrusted import BOOL, FINITE, Kind, ListOf, MapOf, Maybe, Record, Refused, check_plain, number, parse, text, whole
+
+# What the Compare view reads from a benchmark report (``bench.run`` writes it). Every row has its system,
+# tokens/s and speed-up over our ar; anything else may be absent or null (an older report, a system
+# without drafts); any other key is kept but must be plain JSON. Reports are shared: nothing is trusted.
+AMOUNT = Maybe(number(0, 1e12))  # a speed, ratio, cost or size: finite and short when printed
+POSITIVE = Kind("a positive number", lambda v: FINITE.ok(v) and 0 < v <= 1e12)
+RATE = Maybe(number(0, 1, "a number from 0 to 1"))
+COUNT = Maybe(whole(0, 2**31 - 1))
+NAME = Maybe(text(MAX_NAME_CHARS))
+ROW = Record({
+    "system": text(MAX_SPEC_CHARS), "method": NAME, "draft": NAME, "controller": NAME, "tokens_per_s": POSITIVE,
+    "tokens_per_s_min": AMOUNT, "tokens_per_s_max": AMOUNT, "speedup_vs_hf": Maybe(POSITIVE), "speedup_vs_ar": POSITIVE,
+    "speedup_vs_ar_by_category": Maybe(MapOf(text(64), number(0, 1e12), 64, "an object from categories to speed-ups")),
+    "acceptance_rate": RATE, "alpha_hat": RATE,
+    "acceptance_by_position": Maybe(ListOf(RATE, 64, "a list of at most 64 acceptance rates")), "tokens_per_target_forward": AMOUNT, "c": AMOUNT,
+    "predicted_speedup": AMOUNT, "predicted_speedup_verify_cost": AMOUNT, "identical_to_ar": Maybe(BOOL),
+    "peak_rss_mb": AMOUNT,
+}, ("system", "tokens_per_s", "speedup_vs_ar"), strict=False, words="an object (one system's row)")
+META = Record({
+    "verify_cost_ratio": Maybe(ListOf(number(0, 1e12), 1024, "a list of at most 1024 cost ratios")), "model": NAME,
+    "device": NAME, "dtype": NAME, "prompts": COUNT, "repeats": COUNT, "max_new_tokens": COUNT,
+    "temperature": Maybe(number(0, 100)), "gamma": COUNT, "controller": NAME, "torch_threads": COUNT,
+    "fast_path": Maybe(BOOL),
+}, strict=False)
+ROWS = ListOf(ROW, MAX_REPORT_ROWS, f"a list of at most {MAX_REPORT_ROWS} rows")
+REPORT = Record({"rows": ROWS, "meta": Maybe(META)}, ("rows",), strict=False, words="an object with rows")
+REPORT_VALUES = 64 * (MAX_REPORT_ROWS + 1)  # a row holds about 25 values; the meta about 40
+
+
+def load_bench_report(data: bytes | str) -> dict:
+    """A benchmark report from JSON, every value the Compare view reads checked; ``ExplorerError``
+    with one line otherwise."""
+    try:
+        report = parse(data, MAX_REPORT_BYTES)
+        REPORT.check(report, "report")
+        check_plain(report, "report", REPORT_VALUES, MAX_JSON_DEPTH, MAX_NAME_CHARS)
+    except Refused as err:
+        raise ExplorerError(f"not a benchmark report: {err} (expected the JSON that `python -m explorer bench` "
+                            "writes)") from None
+    return report
