@@ -342,15 +342,24 @@ def read(text: str | bytes, gamma: int | None = None, name: str = "") -> list[Ac
     stripped = text.strip()
     if not stripped:
         raise ExplorerError("the file is empty: paste a /metrics page, a log line or llama.cpp timings")
-    if stripped[0] in "[{":
+    logged = any(marker in text for marker in ("SpecDecoding metrics:", "Speculative metrics:", "accept len:"))
+    if stripped[0] in "[{" and not (logged and not _is_json(stripped)):  # log lines may open with "[time]"
         return _from_json(stripped, gamma, name)
     if "SpecDecoding metrics:" in text:
         return [_vllm_log(text, name)]
     if "Speculative metrics:" in text:
         return [_vllm_v0_log(text, name)]
-    if re.search(r"accept len:", text):
+    if "accept len:" in text:
         return [_sglang_log(text, gamma, name)]
     return _prometheus(text, gamma)
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except (ValueError, RecursionError):
+        return False
+    return True
 
 
 def _too_big(size: int) -> str:
@@ -416,7 +425,10 @@ def _prometheus(text: str, gamma: int | None) -> list[Acceptance]:
             raise ExplorerError(f"{name}: no vllm:spec_decode_num_drafts counter (vLLM v0?): give the draft length γ "
                                 "(num_speculative_tokens) to count drafts from the draft tokens")
         if not per:
-            mean = 1 + _count(entry.get("num_accepted_tokens", 0.0), f"{name}: accepted tokens") / max(drafts, 1)
+            drafts = _count(drafts, f"{name}: the number of drafts")
+            if drafts == 0:
+                raise ExplorerError(f"{name}: no drafts counted yet: send some requests with speculative decoding on")
+            mean = 1 + _count(entry.get("num_accepted_tokens", 0.0), f"{name}: accepted tokens") / drafts
             if gamma is None:
                 raise ExplorerError(f"{name}: no per-position counters: give the draft length γ (num_speculative_tokens)")
             drafters.append(from_mean(name, "vLLM", "vLLM /metrics (totals only)", mean, gamma, drafts,

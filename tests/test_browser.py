@@ -12,17 +12,15 @@ import warnings
 from pathlib import Path
 
 import pytest
-from conftest_ui import served_app
+from conftest_ui import CHROMIUM, CHROMIUM_ARGS, served_app
 
 import explorer
 from explorer import viz
 
-CHROMIUM = Path("/usr/bin/chromium")
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts"
 DATA = Path(__file__).parent / "data"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"]
+ARGS = CHROMIUM_ARGS
 UPLOAD_INPUT = "xpath=//button[@id='trace-upload']/preceding-sibling::input[@type='file'][1]"
 DECODE_TIMEOUT_MS = 240_000  # the default model on a busy 2-core CPU
 

@@ -11,12 +11,10 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest_ui import served_app
+from conftest_ui import CHROMIUM, CHROMIUM_ARGS, served_app
 
-CHROMIUM = Path("/usr/bin/chromium")
 DATA = Path(__file__).parent / "data"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"]
+ARGS = CHROMIUM_ARGS
 
 if not CHROMIUM.exists():
     pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium)", allow_module_level=True)

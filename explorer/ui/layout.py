@@ -28,6 +28,7 @@ from .page import Page
 from .race import race_section, wire_race
 from .sections import bild_sweep_section, compare_section, theory_lab_section
 from .views import build_view_slots
+from .whatif import whatif_section
 
 # Decodes are CPU/GPU bound: running more at once only slows each one down. Sessions beyond the limit
 # wait in Gradio's queue (and see their place in it).
@@ -182,6 +183,7 @@ def build_demo() -> gr.Blocks:
                                              elem_id="theory-c-hat")
                 theory = gr.Plot(viz.theory_figure(0.8, 0.1, 0.1), show_label=False, elem_id="theory-plot")
                 theory_lab_section(DECODE_CONCURRENCY)
+                whatif_section(DECODE_CONCURRENCY)
             with gr.Tab("Compare", id="compare", elem_id="tab-compare", render_children=True):
                 racing = race_section()
                 mine = my_runs_section()
