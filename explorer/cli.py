@@ -363,7 +363,7 @@ def _whatif(args) -> int:
     for n, result in enumerate(report["drafters"]):
         print(("\n" if n else "") + whatif_text(result))
     if measured_on:
-        print(f"\nT(n)/T(1) measured on {measured_on}.")
+        print(f"\nT(n)/T(1) measured with {measured_on}.")
     return 0
 
 

@@ -217,12 +217,11 @@ def advice(result: dict) -> str:
                 f"(n-gram or prompt lookup, c ≈ 0).")
     head = f"With {pricing}, the best draft length is γ = {best} (×{values[best]:.2f} over no speculation"
     if best < k:
-        gain = share[best]
-        extra = (f"position {best + 1} is accepted in only {gain:.0%} of drafts, too few to pay for its draft token "
+        extra = (f"position {k} is accepted in only {share[best]:.0%} of drafts, too few to pay for its draft token "
                  "and the longer check" if best + 1 == k else
-                 f"positions {best + 1}–{k} are accepted in {gain:.0%} down to {share[k - 1]:.0%} of drafts, too few to pay "
-                 "for their draft tokens and the longer check")
-        return (f"{head}; ×{values[k]:.2f} at the current {k}): {extra}. Set {knob} to {best}.")
+                 f"positions {best + 1}–{k} are accepted in at most {share[best]:.0%} of drafts, too few to pay for "
+                 "their draft tokens and the longer check")
+        return f"{head}; ×{values[k]:.2f} at γ = {k}, the longest draft in the data): {extra}. Set {knob} to {best}."
     tail = (f"{head}): every position drafted pays, the last ({k}) still accepted in {share[-1]:.0%} of drafts. "
             f"A longer draft may pay too; the data cannot say (no draft went past {k})")
     if result["iid_best_gamma"] < k or not result["per_position_observed"]:
@@ -636,7 +635,7 @@ def measure_verify_cost(model: str, positions: int, progress=None) -> tuple[tupl
     if progress:
         progress(f"measuring T(n), n = 1…{positions + 1} (6 passes over the sizes)")
     curve = verify_cost_curve(target, max_tokens=positions + 1)
-    where = f"{model} on {target.device} ({str(target.dtype).replace('torch.', '')}; {machine()})"
+    where = f"model '{model}' on {target.device} ({str(target.dtype).replace('torch.', '')}; {machine()})"
     return tuple(t / curve[0] for t in curve), where
 
 

@@ -284,3 +284,15 @@ def test_the_chart_escapes_names_and_marks_the_best_gamma():
     assert len(stars) == 1 and stars[0].x[0] == results[0]["best_gamma"]
     assert fig.layout.xaxis2.title.text.startswith("γ") and "speed-up" in fig.layout.yaxis2.title.text
     assert not math.isnan(results[0]["iid_alpha"])
+
+
+def test_verify_cost_measured_on_this_machine(capsys):
+    assert main(["whatif", "--metrics", str(EXAMPLE), "--verify-cost", "measure", "--model", "tiny-random:1",
+                 "--json"]) == 0
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)
+    (result,) = report["drafters"]
+    assert len(result["verify_cost"]) == 6 and result["verify_cost"][0] == 1 and not result["verify_cost_flat"]
+    assert all(b >= a for a, b in zip(result["verify_cost"], result["verify_cost"][1:]))  # never cheaper with more
+    assert "tiny-random:1" in report["verify_cost_measured_on"] and "cores" in report["verify_cost_measured_on"]
+    assert "measuring T(n)" in captured.err  # progress on stderr, the JSON alone on stdout

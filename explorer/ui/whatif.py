@@ -149,5 +149,5 @@ def _words(results: list[dict], measured_on: str | None) -> str:
         body = safe_markdown(whatif.explain(r)).replace("\n", "  \n")
         blocks.append(f"**{safe_markdown(r['name'])}**  \n{body}")
     if measured_on:
-        blocks.append(f"T(n)/T(1) measured on {safe_markdown(measured_on)}.")
+        blocks.append(f"T(n)/T(1) measured with {safe_markdown(measured_on)}.")
     return "\n\n".join(blocks)

@@ -18,7 +18,7 @@ from plotly.subplots import make_subplots
 
 from .style import BASELINE_COLOUR, SERIES, base_layout, empty_figure
 
-TITLES = ("Accepted share by draft position", "Speed-up over no speculation, by γ")
+TITLES = ("Accepted share by draft position", "Speed-up by draft length γ")
 
 
 def whatif_figure(results: list[dict]) -> go.Figure:
@@ -26,10 +26,11 @@ def whatif_figure(results: list[dict]) -> go.Figure:
     if not results:
         return empty_figure("What if: acceptance by position and the best γ",
                             "Paste an engine's metrics (or upload them) and press Analyse.")
-    fig = make_subplots(rows=1, cols=2, subplot_titles=TITLES, horizontal_spacing=0.1)
+    # stacked, not side by side: two panels in a row crowd their titles together at a phone's width
+    fig = make_subplots(rows=2, cols=1, subplot_titles=TITLES, vertical_spacing=0.2)
     drawn = results[: len(SERIES)]
     for n, r in enumerate(drawn):
-        colour, name = SERIES[n], html.escape(r["name"])
+        colour, name = SERIES[n], html.escape(_short(r["name"]))
         positions = list(range(1, r["positions"] + 1))
         kind = "counted" if r["per_position_observed"] else "i.i.d. fit of a mean"
         fig.add_trace(go.Bar(
@@ -51,27 +52,33 @@ def whatif_figure(results: list[dict]) -> go.Figure:
             line={"color": colour, "width": 2.5}, marker={"size": 6}, name=name,
             customdata=[[e] for e in r["expected_tokens_by_gamma"]],
             hovertemplate=f"{name}<br>γ = %{{x}}: ×%{{y:.2f}} (%{{customdata[0]:.2f}} tokens a forward)<extra></extra>"),
-            row=1, col=2)
+            row=2, col=1)
         fig.add_trace(go.Scatter(
             x=gammas, y=r["iid_speedup_by_gamma"], mode="lines", legendgroup=str(n), showlegend=False,
             line={"color": colour, "dash": "dot", "width": 1.5}, name=f"{name} (i.i.d.)",
-            hovertemplate=f"{name}, i.i.d. fit<br>γ = %{{x}}: ×%{{y:.2f}}<extra></extra>"), row=1, col=2)
+            hovertemplate=f"{name}, i.i.d. fit<br>γ = %{{x}}: ×%{{y:.2f}}<extra></extra>"), row=2, col=1)
         best = r["best_gamma"]
         fig.add_trace(go.Scatter(
             x=[best], y=[r["best_speedup"]], mode="markers", legendgroup=str(n), showlegend=False,
             marker={"symbol": "star", "size": 16, "color": colour, "line": {"color": "white", "width": 1}},
             name=f"best γ = {best}",
-            hovertemplate=f"{name}<br>best γ = {best}: ×{r['best_speedup']:.2f}<extra></extra>"), row=1, col=2)
-    fig.add_hline(y=1.0, line={"color": BASELINE_COLOUR, "dash": "dash", "width": 1}, row=1, col=2)
+            hovertemplate=f"{name}<br>best γ = {best}: ×{r['best_speedup']:.2f}<extra></extra>"), row=2, col=1)
+    fig.add_hline(y=1.0, line={"color": BASELINE_COLOUR, "dash": "dash", "width": 1}, row=2, col=1)
     fig.update_xaxes(title_text="draft position i", dtick=1, row=1, col=1)
-    fig.update_yaxes(title_text="drafts with position i accepted", range=[0, 1.02], tickformat=".0%", row=1, col=1)
-    fig.update_xaxes(title_text="γ: tokens drafted per round", dtick=1, row=1, col=2)
-    fig.update_yaxes(title_text="speed-up (×, Thm 3.8 priced)", rangemode="tozero", row=1, col=2)
+    fig.update_yaxes(title_text="share of drafts", range=[0, 1.02], tickformat=".0%", row=1, col=1)
+    fig.update_xaxes(title_text="γ: tokens drafted per round", dtick=1, row=2, col=1)
+    fig.update_yaxes(title_text="speed-up (×)", rangemode="tozero", row=2, col=1)
     fig.update_layout(barmode="group", bargap=0.25)
-    first = results[0]
-    title = (f"What if: best γ = {first['best_gamma']} for {html.escape(first['name'])}"
-             if len(results) == 1 else f"What if: {len(results)} drafters, best γ "
-             + ", ".join(str(r["best_gamma"]) for r in results[:4]) + (" …" if len(results) > 4 else ""))
+    title = (f"What if: best γ = {results[0]['best_gamma']}" if len(results) == 1 else
+             f"What if: {len(results)} drafters, best γ " + ", ".join(str(r["best_gamma"]) for r in results[:4])
+             + (" …" if len(results) > 4 else ""))
     if len(results) > len(drawn):
         title += f" ({len(results) - len(drawn)} more not drawn)"
-    return base_layout(fig, title, height=430, legend_below=True)
+    fig = base_layout(fig, title, height=620 + 22 * len(drawn), legend_below=True)
+    fig.update_layout(legend={"y": -0.1})
+    return fig
+
+
+def _short(name: str, most: int = 48) -> str:
+    """A legend's name within a phone's width (the words under the chart carry the whole name)."""
+    return name if len(name) <= most else name[: most - 1] + "…"
