@@ -28,4 +28,9 @@ forwards. **Plain decoding (ar)**: one target forward per token, the baseline ev
 
 **Theorem 3.8** (Leviathan et al. 2023): expected speed-up (1 − α^(γ+1)) / ((1 − α)(γc + 1)), which
 assumes a verification costs one step; the page also prices it with the T(γ+1)/T(1) measured here.
+
+**i.i.d. acceptance**: the theorem's assumption that every draft position is accepted with the same α, so
+position i with α^i. **Acceptance by position** a_i: the share of drafts whose position i was accepted (real
+drafters fall faster than α^i). **Mean acceptance length**: tokens per target forward, 1 + a_1 + … + a_γ
+(what serving engines such as vLLM report). **What if**'s speed-up at γ: that length over γ·c + T(γ+1)/T(1).
 """
