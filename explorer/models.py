@@ -440,11 +440,12 @@ def _build_tiny_random(spec: str, dtype: torch.dtype):
     try:
         seed = int(parts[0]) if parts else 0
         layers = int(parts[1]) if len(parts) > 1 else 2
-        if len(parts) > 2 or seed < 0 or not 1 <= layers <= 16:
+        if len(parts) > 2 or not 0 <= seed < 2**63 or not 1 <= layers <= 16:  # torch takes 64-bit seeds
             raise ValueError
     except ValueError:
         raise ModelLoadError(
-            f"bad tiny-random spec {spec!r}: write tiny-random[:SEED[:LAYERS]] with SEED >= 0, 1 <= LAYERS <= 16"
+            f"bad tiny-random spec {limits.clip(spec, 60)}: write tiny-random[:SEED[:LAYERS]] with 0 <= SEED < 2^63, "
+            "1 <= LAYERS <= 16"
         ) from None
     config = LlamaConfig(
         vocab_size=len(CharTokenizer.ALPHABET), hidden_size=32, intermediate_size=64,

@@ -429,7 +429,9 @@ def write_trace_file(trace, session: str) -> Path:
     folder = trace_folder(session)
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True, exist_ok=True)
-    name = re.sub(r"[^A-Za-z0-9_.-]", "_", f"trace-{trace.method}-{trace.draft or 'none'}-{time.strftime('%Y%m%d-%H%M%S')}")
+    # a draft's name may be 1000 characters; a file name may not pass 255 bytes
+    draft = re.sub(r"[^A-Za-z0-9_.-]", "_", trace.draft or "none")[:60]
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", f"trace-{trace.method[:40]}-{draft}-{time.strftime('%Y%m%d-%H%M%S')}")
     path = folder / f"{name}.json"
     path.write_text(trace.to_json(), encoding="utf-8")
     return path

@@ -6,18 +6,19 @@ from __future__ import annotations
 import math
 
 import explorer
+from explorer.limits import clip
 
 
 def decode_options(method, draft, gamma, controller, temperature, top_k, top_p, max_new_tokens, seed) -> dict:
     """The page's (or the API's) values as ``explorer.stream`` keywords; numbers must be whole where the
     engine counts (γ, top-k, tokens, seed). Ranges are the engine's to check."""
-    method = (method or "").strip()
-    draft = (draft or "").strip() or None
+    method = text("method", method) or ""
+    draft = text("draft", draft)
     return {
         "method": method,
         "draft": None if method == "ar" else draft,
         "gamma": whole("γ (gamma)", gamma),
-        "controller": (controller or "").strip() or None,
+        "controller": text("controller", controller),
         "temperature": number("temperature", temperature),
         "top_k": whole("top-k", top_k),
         "top_p": number("top-p", top_p),
@@ -26,17 +27,27 @@ def decode_options(method, draft, gamma, controller, temperature, top_k, top_p, 
     }
 
 
+def text(name: str, value) -> str | None:
+    """A name typed in a box (a method, a draft spec, a controller): stripped text, None when blank."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise explorer.ExplorerError(f"{name} must be text such as 'early-exit:4', got {type(value).__name__} "
+                                     f"{clip(value)}")
+    return value.strip() or None
+
+
 def whole(name: str, value) -> int:
     if isinstance(value, bool) or value is None:
-        raise explorer.ExplorerError(f"{name} must be a whole number, got {value!r}")
+        raise explorer.ExplorerError(f"{name} must be a whole number, got {clip(value)}")
     if isinstance(value, int):
         return value
     try:
         as_float = float(value)
     except (TypeError, ValueError):
-        raise explorer.ExplorerError(f"{name} must be a whole number, got {value!r}") from None
+        raise explorer.ExplorerError(f"{name} must be a whole number, got {clip(value)}") from None
     if not as_float.is_integer():
-        raise explorer.ExplorerError(f"{name} must be a whole number, got {value!r}")
+        raise explorer.ExplorerError(f"{name} must be a whole number, got {clip(value)}")
     return int(as_float)
 
 
@@ -44,7 +55,7 @@ def number(name: str, value) -> float:
     try:
         result = float(value)
     except (TypeError, ValueError):
-        raise explorer.ExplorerError(f"{name} must be a number, got {value!r}") from None
+        raise explorer.ExplorerError(f"{name} must be a number, got {clip(value)}") from None
     if not math.isfinite(result):
-        raise explorer.ExplorerError(f"{name} must be a finite number, got {value!r}")
+        raise explorer.ExplorerError(f"{name} must be a finite number, got {clip(value)}")
     return result

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 import gradio as gr
 
 from explorer.bench import position_rates
+from explorer.errors import ExplorerError
+from explorer.limits import MAX_SPEC_CHARS
 
 from .baseline import BASELINES
 from .sections import CompareView
@@ -34,7 +36,7 @@ def runs_report(traces: list) -> tuple[dict | None, int]:
             missing += 1
             continue
         rows.append({
-            "system": f"run {k}: {trace.method}" + (f" {trace.draft}" if trace.draft else ""),
+            "system": _clipped(f"run {k}: {trace.method}" + (f" {trace.draft}" if trace.draft else "")),
             "method": trace.method, "draft": trace.draft, "tokens_per_s": s.tokens_per_s,
             "speedup_vs_ar": s.tokens_per_s / base.summary.tokens_per_s, "acceptance_rate": s.acceptance_rate,
             "acceptance_by_position": position_rates(trace.rounds),
@@ -48,6 +50,11 @@ def runs_report(traces: list) -> tuple[dict | None, int]:
     prompts = len({tuple(t.prompt_ids) for t in traces})
     return {"rows": rows, "meta": {"source": "your runs", "model": traces[-1].model, "prompts": prompts,
                                    "repeats": 1}}, missing
+
+
+def _clipped(name: str) -> str:
+    """A system's name within a report's bound (an uploaded trace's draft may name 1000 characters)."""
+    return name if len(name) <= MAX_SPEC_CHARS else name[: MAX_SPEC_CHARS - 1] + "…"
 
 
 def my_runs_section() -> MyRunsSection:
@@ -67,8 +74,11 @@ def wire_my_runs(section: MyRunsSection, compare: CompareView) -> None:
         if report is None:
             return {section.words: NO_RUNS}
         note = f" ({missing} without a baseline left out)" if missing else ""
-        return {section.words: html.escape(f"{len(report['rows'])} of your runs, newest last{note}."),
-                **compare.show(report)}
+        try:
+            shown = compare.show(report)
+        except ExplorerError as err:  # a report of this session's own runs that fails the Compare view's checks
+            return {section.words: html.escape(f"Your runs cannot be shown: {err}")}
+        return {section.words: html.escape(f"{len(report['rows'])} of your runs, newest last{note}."), **shown}
 
     section.button.click(show, outputs=[section.words, *compare.outputs()],
                          show_progress="hidden", api_visibility="private")

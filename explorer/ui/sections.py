@@ -135,7 +135,7 @@ def bild_sweep_section(concurrency_limit: int) -> None:
             report = sweep.bild_sweep("default", draft_spec.strip(), fbs, rbs, int(n_tokens), prompts=texts,
                                       progress=lambda done, total, line: progress(done / total, desc=line))
         except ExplorerError as err:
-            raise gr.Error(str(err)) from None
+            raise gr.Error(html.escape(str(err))) from None  # toasts render HTML; the message may quote input
         return sweep_figure(report), sweep.markdown(report)
 
     run.click(run_sweep, inputs=[draft, fallbacks, rollbacks, prompts, tokens], outputs=[plot, table],

@@ -84,6 +84,9 @@ def round_detail_figure(trace, round_index: int) -> go.Figure:
         return empty_figure(title, "Run a prompt or upload a trace to see a round.")
     index = max(0, min(int(round_index), len(trace.rounds) - 1))
     panels = round_panels(trace, index)
+    if not panels:  # e.g. a beam-search round in which the winning beam's ancestor gained nothing
+        return empty_figure(f"Round {index + 1} ({trace.rounds[index].event})",
+                            "This round added no token to the output and tested no draft: nothing to compare.")
     cols = min(len(panels), 3)
     rows = math.ceil(len(panels) / cols)
     fig = make_subplots(rows=rows, cols=cols, subplot_titles=[p.title for p in panels],

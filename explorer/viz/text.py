@@ -32,5 +32,7 @@ def inline_html(text: str) -> str:
 def safe_markdown(text: object) -> str:
     """Any value (a model name, an error message, a field of an uploaded trace) as literal text inside
     Markdown: HTML escaped (no tag can open, so no handler can run and ``<name>`` stays visible) and
-    Markdown's punctuation backslash-escaped (no link, image or emphasis)."""
-    return _MARKDOWN.sub(r"\\\1", html.escape(str(text), quote=False))
+    Markdown's punctuation backslash-escaped (no link, image or emphasis). The colon of ``://`` is
+    written as its entity, so ``http://…`` is no URL to an autolinker (a dot is escaped already, which stops ``www.`` and
+    e-mail addresses): a stranger's text is never a clickable link."""
+    return _MARKDOWN.sub(r"\\\1", html.escape(str(text), quote=False)).replace("://", "&#58;//")

@@ -1,0 +1,83 @@
+"""Round two of the adversarial probe (issue 28): each item that broke has a test that failed on the main
+it was found on. Views survive every legal trace, errors are one clipped line, names never become links or
+file names too long to write."""
+
+from __future__ import annotations
+
+import pytest
+
+import explorer
+from explorer import viz
+from explorer.errors import ExplorerError
+from explorer.ui.inputs import decode_options
+
+
+@pytest.fixture(scope="module")
+def beam_trace(default_model):
+    """A real beam search (exact rule) whose best beam gains nothing in some rounds: 4 of 14 here."""
+    trace = explorer.decode(default_model, "Name three colours.", method="beam", draft="early-exit:4", beam_width=3,
+                            gamma=2, max_new_tokens=24)
+    assert any(not r.emitted for r in trace.rounds)
+    return trace
+
+
+def test_every_view_draws_every_round_of_a_beam_trace_with_empty_rounds(beam_trace):
+    """Item 2: rounds that emit nothing divided by zero in the round detail (the page stuck on stepping)."""
+    empty = [i for i, r in enumerate(beam_trace.rounds) if not r.emitted]
+    assert empty
+    for i in range(len(beam_trace.rounds)):
+        viz.round_detail_figure(beam_trace, i)
+        viz.token_html(beam_trace, i)
+        viz.guided_round_html(beam_trace, i)
+        viz.round_caption(beam_trace, beam_trace.rounds[i])
+        for view in viz.views_for(beam_trace):
+            view.render(beam_trace, i)
+    figure = viz.round_detail_figure(beam_trace, empty[0])
+    assert "added no token" in figure.layout.annotations[0].text
+
+
+def test_a_long_draft_name_gives_a_trace_file_and_a_report_row(tiny_target, tmp_path, monkeypatch):
+    """Item 7: a draft name past ≈ 215 characters raised `File name too long`; past ≈ 190 it broke
+    "your runs"."""
+    from explorer.ui import handlers
+    from explorer.ui.my_runs import runs_report
+    from explorer.ui.baseline import BASELINES
+    from explorer.reports import load_bench_report
+    import dataclasses
+    import json
+
+    monkeypatch.setattr(handlers, "TRACE_DIR", tmp_path)
+    trace = explorer.decode(tiny_target, prompt_ids=[3, 4, 5], draft="model:tiny-random:2:1", max_new_tokens=8)
+    long = dataclasses.replace(trace, draft="model:" + "x" * 900)
+    path = handlers.write_trace_file(long, "session-1")
+    assert path.is_file() and len(path.name.encode()) < 255
+    monkeypatch.setattr(BASELINES, "get", lambda t: trace)
+    report, missing = runs_report([long])
+    assert missing == 0 and load_bench_report(json.dumps(report))["rows"][0]["system"].endswith("…")
+
+
+@pytest.mark.parametrize("spec", ["tiny-random:99999999999999999999999", "tiny-random:-1", "tiny-random:1:99",
+                                  "tiny-random:" + "9" * 5000])
+def test_impossible_tiny_random_specs_get_one_line(spec):
+    """Item 7: a seed past 2^63 overflowed torch's generator (a traceback in the CLI)."""
+    with pytest.raises(ExplorerError) as err:
+        explorer.load(spec)
+    assert "\n" not in str(err.value) and len(str(err.value)) < 300
+
+
+@pytest.mark.parametrize("field, value", [("draft", 123), ("method", ["speculative"]), ("controller", 4.5),
+                                          ("gamma", "x" * 100_000), ("seed", "9" * 100_000)])
+def test_wrong_types_and_huge_values_get_one_clipped_line(field, value):
+    """Items 7 and 8: API draft=123 was a generic error; a 100 000-character value was echoed whole."""
+    values = {"method": "speculative", "draft": "early-exit:4", "gamma": 4, "controller": None, "temperature": 0,
+              "top_k": 0, "top_p": 1.0, "max_new_tokens": 8, "seed": 0, field: value}
+    with pytest.raises(ExplorerError) as err:
+        decode_options(**values)
+    message = str(err.value)
+    assert "\n" not in message and len(message) <= 300, len(message)
+
+
+def test_a_strangers_text_is_never_a_link():
+    """Item 8: bare URLs in trace strings became clickable target=_blank links."""
+    shown = viz.safe_markdown("draft from http://evil.example/x, www.evil.example or me@evil.example")
+    assert "://" not in shown and "www." not in shown and "@evil.example" not in shown
