@@ -20,6 +20,7 @@ from .errors import ExplorerError
 from .quality import first_divergence, token_agreement
 
 MAX_AUDIT_RUNS = 2000
+MAX_AUDIT_TOKENS = 400_000  # runs × prompt tokens: each run reads the prompt again (200 runs of a 2 000-token prompt)
 MIN_EXPECTED = 5.0  # χ²'s rule of thumb: tokens expected fewer times than this share one "other" bin
 
 
@@ -153,6 +154,9 @@ def sampling_audit(model, prompt: str | None = None, *, prompt_ids: list[int] | 
         trace = api.decode(model, prompt if ids is None else None, prompt_ids=ids, temperature=temperature,
                            top_k=top_k, top_p=top_p, max_new_tokens=2, seed=seed + k, **decode_options)
         ids = list(trace.prompt_ids)  # encode the prompt once
+        if runs * len(ids) > MAX_AUDIT_TOKENS:  # every run reads the whole prompt again
+            raise ExplorerError(f"{runs} runs of a {len(ids)}-token prompt would read {runs * len(ids):,} prompt tokens; at "
+                                f"most {MAX_AUDIT_TOKENS:,}: fewer runs or a shorter prompt")
         first = trace.output_ids[0]
         counts[first] = counts.get(first, 0) + 1
         kind = trace.rounds[0].emitted_kind[0]

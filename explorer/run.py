@@ -14,7 +14,7 @@ class Decoding:
     """A run in progress: iterate for rounds; ``trace()`` at any time for the run so far."""
 
     def __init__(self, target: LoadedModel, method: str, draft_name: str | None, settings: Settings,
-                 prompt_ids: list[int], prompt: str | None, rounds: Iterator[tuple[RoundTrace, float]],
+                 prompt_ids: list[int], prompt: str | None, rounds: Iterator[tuple[RoundTrace, float] | None],
                  draft_about: str | None = None, lossy: bool = False):
         self.target = target
         self.lossy = lossy
@@ -30,7 +30,18 @@ class Decoding:
         self._finished = False
 
     def __iter__(self) -> Iterator[RoundTrace]:
-        for record, record_s in self._source:
+        return (record for record in self.steps() if record is not None)
+
+    def steps(self) -> Iterator[RoundTrace | None]:
+        """The rounds as they are decoded, and None whenever the method finished a piece of work that is
+        not a round yet (beam search between its steps: its rounds are the winning beam's, known at the
+        end). A consumer that stops between two items (Stop, a cancelled job, a page closed) stops the
+        work there, so nothing runs on for long after nobody waits for it."""
+        for item in self._source:
+            if item is None:
+                yield None
+                continue
+            record, record_s = item
             self.rounds.append(record)
             self._record_s += record_s
             yield record

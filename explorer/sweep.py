@@ -30,11 +30,13 @@ DEFAULT_ROLLBACKS = (1.0, 2.0, 3.0, 5.0, math.inf)
 def bild_sweep(model: str = "default", draft: str = "early-exit:4", fallbacks=DEFAULT_FALLBACKS,
                rollbacks=DEFAULT_ROLLBACKS, max_new_tokens: int = 48, max_small_steps: int | None = None,
                prompts: list[str] | None = None,
-               progress: Callable[[int, int, str], None] | None = None) -> dict:
+               progress: Callable[[int, int, str], None] | None = None,
+               should_stop: Callable[[], bool] | None = None) -> dict:
     """Run the grid; returns ``{"points": [...], "meta": {...}}`` with the Pareto front marked.
     ``max_small_steps`` None: BiLD's own default (``methods.bild.BildOptions``).
 
-    ``progress(done, total, line)`` is called after each grid point (default: the line on stderr)."""
+    ``progress(done, total, line)`` is called after each grid point (default: the line on stderr);
+    ``should_stop()`` before each decode (true: ``Stopped``)."""
     max_small_steps = BildOptions().max_small_steps if max_small_steps is None else max_small_steps
     progress = progress or print_progress
     target = load_cached(model, None, None)
@@ -50,6 +52,7 @@ def bild_sweep(model: str = "default", draft: str = "early-exit:4", fallbacks=DE
     for n, (fb, rb) in enumerate(grid, 1):
         scores, forwards, tokens, seconds = [], 0, 0, 0.0
         for text, ref in zip(texts, references):
+            check_stop(should_stop, n - 1, len(grid))
             start = time.perf_counter()
             trace = decode(target, text, method="bild", draft=draft, fallback_threshold=fb, rollback_threshold=rb,
                            max_small_steps=max_small_steps, max_new_tokens=max_new_tokens)
@@ -169,6 +172,17 @@ DEFAULT_LAB_ALPHAS = (0.6, 0.8, 0.9)
 DEFAULT_LAB_GAMMAS = (1, 2, 4, 8)
 DEFAULT_LAB_COSTS = (0.0, 0.2)
 MAX_LAB_VALUES = 8  # per axis: 8 × 8 × 8 runs per prompt is already a long wait
+MAX_LAB_TOKENS = 16_384  # tokens one lab may decode (grid × prompts × tokens): ≈ 5–10 minutes on a 2-core CPU
+
+
+class Stopped(ExplorerError):
+    """A sweep stopped on request (its page was closed) before its end."""
+
+
+def check_stop(should_stop: Callable[[], bool] | None, done: int, total: int) -> None:
+    """Raise ``Stopped`` when ``should_stop`` says so (checked before every decode of a sweep)."""
+    if should_stop is not None and should_stop():
+        raise Stopped(f"stopped after {done} of {total} points")
 
 
 def lab_grid(alphas, gammas, costs) -> tuple[tuple[float, ...], tuple[int, ...], tuple[float, ...]]:
@@ -191,7 +205,8 @@ def lab_grid(alphas, gammas, costs) -> tuple[tuple[float, ...], tuple[int, ...],
 
 def theory_sweep(model: str = "default", alphas=DEFAULT_LAB_ALPHAS, gammas=DEFAULT_LAB_GAMMAS, costs=DEFAULT_LAB_COSTS,
                  max_new_tokens: int = 48, prompts: list[str] | None = None,
-                 progress: Callable[[int, int, str], None] | None = None) -> dict:
+                 progress: Callable[[int, int, str], None] | None = None,
+                 should_stop: Callable[[], bool] | None = None) -> dict:
     """The theory lab (``synthetic``: a draft right with probability α, costing c target steps, fixed γ)
     over α × γ × c, against Leviathan et al.'s closed forms: tokens per round against eq. 1, and the
     speed-up over ``ar`` against Theorem 3.8 as written (verification costs one target step) and priced
@@ -201,8 +216,13 @@ def theory_sweep(model: str = "default", alphas=DEFAULT_LAB_ALPHAS, gammas=DEFAU
     from .engine.costs import verify_cost_curve
 
     progress = progress or print_progress
-    target = load_cached(model, None, None)
     texts = prompts if prompts is not None else [p["text"] for p in load_prompts()][:6]
+    planned = len(alphas) * len(gammas) * len(costs) * len(texts) * max_new_tokens
+    if planned > MAX_LAB_TOKENS:
+        raise ExplorerError(f"the lab would decode {planned:,} tokens ({len(alphas)} α × {len(gammas)} γ × {len(costs)} "
+                            f"c × {len(texts)} prompts × {max_new_tokens} tokens); at most {MAX_LAB_TOKENS:,}: fewer "
+                            "values or tokens")
+    target = load_cached(model, None, None)
     curve = verify_cost_curve(target, max_tokens=max(gammas) + 1)
     ratios = [t / curve[0] for t in curve]  # T(n)/T(1), n = 1, 2, …
     decode(target, texts[0], method="ar", max_new_tokens=8)  # warm-up: first calls allocate
@@ -211,8 +231,11 @@ def theory_sweep(model: str = "default", alphas=DEFAULT_LAB_ALPHAS, gammas=DEFAU
     grid = [(c, a, g) for c in costs for a in alphas for g in gammas]
     points = []
     for n, (c, a, g) in enumerate(grid, 1):
-        traces = [decode(target, text, method="synthetic", synthetic_alpha=a, synthetic_cost=c, gamma=g,
-                         controller="fixed", max_new_tokens=max_new_tokens) for text in texts]
+        traces = []
+        for text in texts:
+            check_stop(should_stop, n - 1, len(grid))
+            traces.append(decode(target, text, method="synthetic", synthetic_alpha=a, synthetic_cost=c, gamma=g,
+                                 controller="fixed", max_new_tokens=max_new_tokens))
         if any(t.output_ids != r.output_ids for t, r in zip(traces, references)):
             raise AssertionError("the synthetic draft changed the output: verification is not lossless")
         tokens = sum(t.summary.new_tokens for t in traces)

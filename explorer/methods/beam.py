@@ -37,6 +37,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from typing import Iterator
 
 import torch
 
@@ -53,6 +54,7 @@ from . import Method, Options, Request, option, register
 from .hierarchical import KEEP_DRAFTING
 
 MAX_WIDTH = 8  # beams: each costs one target forward per round here
+MAX_BEAM_WORK = 2048  # width × max_new_tokens: one request's beam rows (width 8: 256 tokens, ≈ minutes on 2 cores)
 MAX_BEAM_GAMMA = 16  # draft steps per round: a round's record holds every beam of every step
 LENGTH_PENALTY = 1.0  # Hugging Face's default: a finished beam scores its log-probability / its length
 RULES = ("exact", "004")
@@ -238,10 +240,12 @@ class SpeculativeBeams:
         self.rounds: list[RoundRecord] = []
         self.rng = request.rng()
 
-    def run(self) -> list[RoundRecord]:
+    def run(self) -> Iterator[None]:
+        """The search, one round at a time: ``None`` after each (the round driver's heartbeat, where a
+        consumer may stop it); ``rounds`` holds them."""
         while not self.search.done:
             self.rounds.append(self._exact_round() if self.options.rule == "exact" else self._004_round())
-        return self.rounds
+            yield None
 
     def _draft_steps(self) -> int:
         return max(0, min(self.gamma, self.search.max_new - self.search.length - 1))
@@ -423,6 +427,11 @@ def _lineage(levels, start: tuple[int, ...], best: tuple[int, ...]):
 def start(request: Request, options: BeamOptions) -> Decoding:
     if not request.sampling.greedy:
         raise ExplorerError("beam search here is a search, like generate(num_beams=k, do_sample=False): set temperature 0")
+    work = options.width * request.settings.max_new_tokens
+    if work > MAX_BEAM_WORK:
+        raise ExplorerError(f"beam search of width {options.width} costs about {options.width} target forwards a token: "
+                            f"width × max_new_tokens may be at most {MAX_BEAM_WORK} (here {work}); ask for fewer "
+                            "tokens or a narrower beam")
     drafter = make_drafter(request.draft, request.target, request.load, "beam")
     if options.rule == "exact" and getattr(drafter, "runner", None) is None:
         raise ExplorerError(f"the exact rule runs the draft's own beam search, so it needs a draft with "
@@ -432,8 +441,8 @@ def start(request: Request, options: BeamOptions) -> Decoding:
 
     def rounds():
         search = SpeculativeBeams(request, options, drafter)
-        records = search.run()
-        yield from trace_rounds(records, search.search, len(request.prompt_ids), options.rule, options.width)
+        yield from search.run()  # heartbeats: the search stops between rounds when nobody waits for it
+        yield from trace_rounds(search.rounds, search.search, len(request.prompt_ids), options.rule, options.width)
 
     return Decoding(request.target, "beam", drafter.spec, settings, request.prompt_ids, request.prompt, rounds(),
                     drafter.about, lossy=options.rule == "004")

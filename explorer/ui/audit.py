@@ -20,7 +20,9 @@ from explorer.viz.audit import sampling_audit_figure, sampling_audit_text
 from explorer.viz.views import note_for
 
 from .inputs import decode_options, whole
+from .jobs import WORK, stopped
 from .page import Page
+from .session import session_id
 
 log = logging.getLogger(__name__)
 AUDIT_TEMPERATURE = 1.0  # a greedy page is audited at this temperature (the greedy audit covers greedy)
@@ -56,7 +58,8 @@ def audit_section() -> AuditSection:
 def wire_audit(page: Page, section: AuditSection, concurrency_limit: int) -> None:
     """The sampling audit's event: the page's prompt, model, method, draft and sampling settings."""
 
-    def run_audit(values: dict, progress=gr.Progress()):
+    def run_audit(values: dict, request: gr.Request, progress=gr.Progress()):
+        session = session_id(request)
         try:
             options = decode_options(values[page.method], values[page.draft], values[page.gamma],
                                      values[page.controller], values[page.temperature], values[page.top_k],
@@ -66,9 +69,10 @@ def wire_audit(page: Page, section: AuditSection, concurrency_limit: int) -> Non
             temperature = options.pop("temperature") or AUDIT_TEMPERATURE
             del options["max_new_tokens"]  # the audit decodes two tokens a run
             progress(0, desc="seeded runs of the first tokens")
-            result = sampling_audit(values[page.model], values[page.prompt], runs=runs, temperature=temperature,
-                                    progress=lambda done, total: progress(done / total, desc=f"run {done} of {total}"),
-                                    **options)
+            with WORK.slot():
+                result = sampling_audit(values[page.model], values[page.prompt], runs=runs, temperature=temperature,
+                                        progress=lambda done, total: progress(done / total, desc=f"run {done} of {total}"),
+                                        should_stop=lambda: stopped(session), **options)
         except explorer.ExplorerError as err:
             raise gr.Error(html.escape(str(err))) from None
         except Exception:  # the stack trace goes to the log, never to the page

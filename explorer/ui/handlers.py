@@ -28,6 +28,7 @@ from explorer.viz.audit import greedy_audit_text
 
 from .baseline import BASELINES, baseline_stream
 from .inputs import decode_options
+from . import jobs
 from .session import RUNS, STOPS, session_id
 from .views import slot_updates
 
@@ -82,10 +83,16 @@ class Handlers:
             started = time.perf_counter()
             last_text = last_plots = 0.0
             baseline = None
-            for r in decoding:
+            searched = 0
+            for r in decoding.steps():
                 if STOPS.pending(session):
                     break
                 now = time.perf_counter()
+                if r is None:  # work between rounds (beam search's steps): say so, and let a Stop or a
+                    searched += 1  # closed page end it here (Gradio stops resuming a cancelled generator)
+                    yield {p.status: f"⏳ {viz.safe_markdown(options['method'])}: step {searched} of the search · "
+                                     f"{now - started:.1f} s (its rounds show when the search ends)"}
+                    continue
                 if r.index == 0 or now - last_text >= LIVE_TEXT_EVERY_S:
                     trace = decoding.trace()
                     # the first round's tokens go out alone (on screen sooner: no plot to draw first); the
@@ -363,7 +370,7 @@ class Handlers:
             seed: the random seed, 0 to 2^63 - 1.
             model: default (SmolLM2-135M-Instruct, offline) or hf:ORG/NAME.
         Returns:
-            One progress line per round, then the trace as JSON (schema spec-explorer/trace@2; what
+            One progress line per round (or per step of beam search), then the trace as JSON (schema spec-explorer/trace@2; what
             Client.predict returns, and explorer.load_trace reads back).
         """
         # A generator on purpose: Gradio resumes it once per round, so a cancelled job or a client that
@@ -374,8 +381,12 @@ class Handlers:
             options = decode_options(method, draft, gamma, None, temperature, 0, 1.0, max_new_tokens, seed)
             with LOAD_LOCK:
                 decoding = explorer.stream(model, prompt, **options)
-            tokens = 0
-            for r in decoding:
+            tokens = searched = 0
+            for r in decoding.steps():
+                if r is None:  # a step of work between rounds (beam search): a cancelled job ends here
+                    searched += 1
+                    yield f"step {searched} of the search"
+                    continue
                 tokens += len(r.emitted)
                 yield f"round {r.index + 1}: {tokens} / {options['max_new_tokens']} tokens"
             yield decoding.trace().to_json()
@@ -405,8 +416,9 @@ def race_folder(session: str) -> Path:
 
 
 def forget_session(request: gr.Request) -> None:
-    """The page was closed: its trace file (and its race report) go with it."""
+    """The page was closed: its jobs stop at their next check, its trace file (and its race report) go."""
     session = session_id(request)
+    jobs.close(session)
     RUNS.forget(session)
     shutil.rmtree(trace_folder(session), ignore_errors=True)
     shutil.rmtree(race_folder(session), ignore_errors=True)

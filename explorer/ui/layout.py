@@ -9,7 +9,6 @@ speed, theory, the method views (one slot per registered view), the audit (``ui/
 
 from __future__ import annotations
 
-import os
 
 import gradio as gr
 
@@ -22,6 +21,7 @@ from .audit import audit_section, wire_audit
 from .examples import EXAMPLES
 from .glossary import GLOSSARY
 from .handlers import Handlers, forget_session
+from .jobs import DECODE_CONCURRENCY, gated
 from .my_runs import my_runs_section, wire_my_runs
 from .options import build_options_panel
 from .page import Page
@@ -31,8 +31,7 @@ from .views import build_view_slots
 from .whatif import whatif_section
 
 # Decodes are CPU/GPU bound: running more at once only slows each one down. Sessions beyond the limit
-# wait in Gradio's queue (and see their place in it).
-DECODE_CONCURRENCY = int(os.environ.get("EXPLORER_DECODE_CONCURRENCY", "2"))
+# wait in Gradio's queue (and see their place in it); ``jobs`` holds the work itself to the same number.
 DRAFTS = ["early-exit:8", "early-exit:16", "early-exit:24", "feature-head", "prompt-lookup:3", "prompt-lookup:2",
           "model:default"]
 MODELS = ["default", "tiny-random"]
@@ -225,7 +224,7 @@ def _wire(p: Page, h: Handlers) -> None:
     # Run is greyed out while its decode runs (a second click would queue a second decode behind it) and
     # comes back when the decode ends, however it ends (``then`` follows success, error and Stop alike)
     p.run_btn.click(lambda: gr.Button(interactive=False), outputs=[p.run_btn], queue=False, **quiet).then(
-        h.run,
+        gated(h.run),
         inputs=p.run_inputs(),
         outputs=p.everything(), concurrency_limit=DECODE_CONCURRENCY, concurrency_id="decode",
         show_progress="minimal", show_progress_on=[p.status], api_visibility="private",
@@ -251,4 +250,4 @@ def _wire(p: Page, h: Handlers) -> None:
     p.method.change(h.method_changed, inputs=[p.method, p.model, p.draft],
                     outputs=[p.banner, p.draft, p.controller, p.gamma, p.status, *p.options.boxes.values()], **quiet)
     p.upload.upload(h.upload, inputs=[p.upload, *theory_inputs], outputs=p.everything(), **quiet)
-    gr.api(h.api_decode, api_name="decode", concurrency_limit=DECODE_CONCURRENCY, concurrency_id="decode")
+    gr.api(gated(h.api_decode), api_name="decode", concurrency_limit=DECODE_CONCURRENCY, concurrency_id="decode")

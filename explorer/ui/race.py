@@ -21,6 +21,8 @@ from explorer.viz.race import RACE_CSS, race_html
 from .handlers import LOAD_LOCK, race_folder
 from .inputs import decode_options
 from .page import Page
+from . import jobs
+from .jobs import gated
 from .sections import CompareView
 from .session import StopRequests, session_id
 
@@ -73,7 +75,7 @@ def wire_race(page: Page, section: RaceSection, compare: CompareView, concurrenc
                                    max_new_tokens=options["max_new_tokens"], seed=options["seed"])
             shown = 0.0
             for _ in race.steps(lanes):
-                if RACE_STOPS.pending(session):
+                if RACE_STOPS.pending(session) or jobs.stopped(session):
                     break
                 if time.perf_counter() - shown >= SHOW_EVERY_S:
                     shown = time.perf_counter()
@@ -94,7 +96,7 @@ def wire_race(page: Page, section: RaceSection, compare: CompareView, concurrenc
         if not RACE_STOPS.request(session_id(request)):
             gr.Info("No race is running.")
 
-    section.run.click(run_race, inputs={page.model, page.prompt, page.temperature, page.top_k, page.top_p,
+    section.run.click(gated(run_race), inputs={page.model, page.prompt, page.temperature, page.top_k, page.top_p,
                                         page.max_new_tokens, page.seed, *section.lanes},
                       outputs=[section.view, section.download, *compare.outputs()],
                       concurrency_limit=concurrency_limit, concurrency_id="decode", show_progress="hidden",

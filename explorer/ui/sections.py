@@ -21,6 +21,8 @@ import gradio as gr
 from explorer import bench, sweep
 from explorer.errors import ExplorerError
 from explorer.reports import load_bench_report
+from explorer.ui.jobs import WORK, stopped
+from explorer.ui.session import session_id
 from explorer.viz import empty_figure, safe_markdown
 from explorer.viz.compare import compare_figure
 from explorer.viz.lab import theory_lab_figure
@@ -126,14 +128,17 @@ def bild_sweep_section(concurrency_limit: int) -> None:
                    show_label=False, elem_id="bild-sweep-plot")
     table = gr.Markdown(elem_id="bild-sweep-table")
 
-    def run_sweep(draft_spec, fb_text, rb_text, n_prompts, n_tokens, progress=gr.Progress()):
+    def run_sweep(draft_spec, fb_text, rb_text, n_prompts, n_tokens, request: gr.Request, progress=gr.Progress()):
+        session = session_id(request)
         try:
             fbs = parse_thresholds(fb_text, "α_FB", allow_inf=False)
             rbs = parse_thresholds(rb_text, "α_RB", allow_inf=True)
             texts = [p["text"] for p in bench.load_prompts()[: int(n_prompts)]]
             progress(0, desc="large model's own outputs (the reference)")
-            report = sweep.bild_sweep("default", draft_spec.strip(), fbs, rbs, int(n_tokens), prompts=texts,
-                                      progress=lambda done, total, line: progress(done / total, desc=line))
+            with WORK.slot():
+                report = sweep.bild_sweep("default", str(draft_spec).strip(), fbs, rbs, int(n_tokens), prompts=texts,
+                                          progress=lambda done, total, line: progress(done / total, desc=line),
+                                          should_stop=lambda: stopped(session))
         except ExplorerError as err:
             raise gr.Error(html.escape(str(err))) from None  # toasts render HTML; the message may quote input
         return sweep_figure(report), sweep.markdown(report)
@@ -163,13 +168,16 @@ def theory_lab_section(concurrency_limit: int) -> None:
                    show_label=False, elem_id="lab-plot")
     table = gr.Markdown(elem_id="lab-table")
 
-    def run_lab(alpha_text, gamma_text, cost_text, n_tokens, progress=gr.Progress()):
+    def run_lab(alpha_text, gamma_text, cost_text, n_tokens, request: gr.Request, progress=gr.Progress()):
+        session = session_id(request)
         try:
             grid = sweep.lab_grid(parse_numbers(alpha_text, "α"), parse_numbers(gamma_text, "γ"),
                                   parse_numbers(cost_text, "c"))
             progress(0, desc="the target's own output and its T(n), measured")
-            report = sweep.theory_sweep("default", *grid, int(n_tokens), prompts=[bench.load_prompts()[0]["text"]],
-                                        progress=lambda done, total, line: progress(done / total, desc=line))
+            with WORK.slot():
+                report = sweep.theory_sweep("default", *grid, int(n_tokens), prompts=[bench.load_prompts()[0]["text"]],
+                                            progress=lambda done, total, line: progress(done / total, desc=line),
+                                            should_stop=lambda: stopped(session))
         except ExplorerError as err:
             raise gr.Error(html.escape(str(err))) from None
         return theory_lab_figure(report), sweep.theory_markdown(report)

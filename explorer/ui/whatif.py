@@ -17,6 +17,7 @@ from explorer.reports import load_bench_report
 from explorer.viz import safe_markdown
 from explorer.viz.whatif import whatif_figure
 
+from .jobs import WORK
 from .sections import LATEST_BENCH
 from .session import RUNS, session_id
 
@@ -75,8 +76,9 @@ def whatif_section(concurrency_limit: int) -> WhatIfSection:
             c = whatif.check_draft_cost(_blank_or(c, float, "the draft cost c"))
             measured_on = None
             if str(curve_text or "").strip().lower() == "measure":
-                curve, measured_on = whatif.measure_verify_cost(
-                    "default", max(d.positions for d in drafters), progress=lambda line: progress(0.5, desc=line))
+                with WORK.slot():  # ≈ 6 × (K + 1) target forwards: the decodes' work, counted with them
+                    curve, measured_on = whatif.measure_verify_cost(
+                        "default", max(d.positions for d in drafters), progress=lambda line: progress(0.5, desc=line))
             else:
                 curve = whatif.parse_verify_cost(curve_text)
             results = whatif.analyse_all(drafters, c, curve)["drafters"]
