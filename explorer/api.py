@@ -8,11 +8,13 @@ Both resolve the model, draft, controller and sampling settings, validate them (
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
 
 from . import methods
 from .methods.eesd import exits
+from .engine import fast
 from .engine.controllers import DEFAULT_CONTROLLER, DEFAULT_GAMMA, check_controller
 from .engine.sampling import SamplingConfig
 from .engine.trace import RunTrace, Settings
@@ -95,6 +97,8 @@ _LOADED: OrderedDict[tuple, LoadedModel] = OrderedDict()
 # One load at a time: ``transformers`` builds models under process-wide init contexts (meta device), so
 # two threads loading at once (the app's preload and a first visitor) corrupt each other's weights.
 _LOAD_LOCK = threading.Lock()
+_GREW: dict[int, int] = {}  # id of a cached LoadedModel → resident bytes its load added
+MAX_CACHED_MODELS = 32  # whatever their size: each holds Python objects, a tokenizer and a loading's garbage
 
 
 def load_cached(spec, device, dtype) -> LoadedModel:
@@ -108,16 +112,32 @@ def load_cached(spec, device, dtype) -> LoadedModel:
         if key in _LOADED:
             _LOADED.move_to_end(key)
             return _LOADED[key]
+        before = resident_bytes()
         loaded = _LOADED[key] = load(spec, device=device, dtype=dtype)
-        while len(_LOADED) > 1 and sum(map(model_bytes, _LOADED.values())) > MODEL_CACHE_BYTES:
-            _LOADED.popitem(last=False)
+        # what loading took from the machine (modules, tokenizer, allocator): a tiny model's tensors are a
+        # quarter of it. Freed memory reused makes the growth an underestimate, never an overestimate.
+        _GREW[id(loaded)] = max(0, resident_bytes() - before)
+        while len(_LOADED) > 1 and (len(_LOADED) > MAX_CACHED_MODELS
+                                    or sum(map(model_bytes, _LOADED.values())) > MODEL_CACHE_BYTES):
+            _GREW.pop(id(_LOADED.popitem(last=False)[1]), None)
         return loaded
 
 
 def model_bytes(loaded: LoadedModel) -> int:
-    """Bytes of a model's parameters and buffers (tied weights counted once)."""
+    """What a cached model costs: its parameters and buffers (tied weights counted once) and the packed
+    copies the CPU fast path made of its linears, or the resident memory its load took, whichever is more."""
     tensors = {t.data_ptr(): t for t in [*loaded.model.parameters(), *loaded.model.buffers()]}
-    return sum(t.numel() * t.element_size() for t in tensors.values())
+    counted = sum(t.numel() * t.element_size() for t in tensors.values()) + fast.packed_bytes(loaded.model)
+    return max(counted, _GREW.get(id(loaded), 0))
+
+
+def resident_bytes() -> int:
+    """This process's resident memory (Linux ``/proc``; 0 where it cannot be read)."""
+    try:
+        with open("/proc/self/statm", encoding="ascii") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 def _spec(value, what: str):

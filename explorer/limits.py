@@ -55,6 +55,10 @@ MAX_TREE_PROMPT = 256  # BiTA's prompt tokens (methods.bita.tokens.check_counts)
 MAX_TRACE_SECONDS = 1e7  # any one time in a trace (four months)
 MAX_FREE_VALUES = 4096  # values in a round's free-form ``controller`` or ``detail`` (the engine's: under 200)
 MAX_REPORT_BYTES = 2**20  # a benchmark report (the shipped one: 14 KB)
+# The runs and uploads a session keeps for "your runs", in trace JSON bytes (in memory ≈ 9× that: a legal
+# 29 MB float-heavy trace took 270 MB of RSS): per session, and for all sessions together
+MAX_SESSION_TRACE_BYTES = _env_int("EXPLORER_SESSION_TRACES_MB", 40, 1, 100_000) * 2**20
+MAX_STORED_TRACE_BYTES = _env_int("EXPLORER_STORED_TRACES_MB", 160, 1, 1_000_000) * 2**20
 MAX_REPORT_ROWS = 256  # systems in one benchmark report
 
 # -- loaded models ------------------------------------------------------------------------------------

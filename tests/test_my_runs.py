@@ -30,12 +30,25 @@ def test_runs_with_a_baseline_become_rows_and_the_others_are_counted():
 def test_each_session_keeps_its_newest_runs_only():
     runs = SessionRuns(per_session=2, sessions=2)
     for k in range(3):
-        runs.add("a", k)
-    runs.add("b", "x")
-    runs.add("c", "y")  # the least recently used session goes
+        runs.add("a", k, 1)
+    runs.add("b", "x", 1)
+    runs.add("c", "y", 1)  # the least recently used session goes
     assert runs.of("a") == [] and runs.of("b") == ["x"] and runs.of("c") == ["y"]
-    runs.add("b", "z")
-    runs.add("b", "w")
+    runs.add("b", "z", 1)
+    runs.add("b", "w", 1)
     assert runs.of("b") == ["z", "w"]
     runs.forget("b")
     assert runs.of("b") == []
+
+
+
+def test_the_runs_kept_are_bounded_in_bytes():
+    """Issue 28, item 3: uploads joined the session's runs with no byte bound (6 uploads: +1.7 GB RSS)."""
+    runs = SessionRuns(per_session=20, sessions=8, session_bytes=100, total_bytes=200)
+    assert runs.add("a", "first", 60) == 0
+    assert runs.add("a", "second", 60) == 1  # 120 > 100: the older goes, and the page is told
+    assert runs.of("a") == ["second"]
+    assert runs.add("a", "huge", 101) == -1 and runs.of("a") == ["second"]  # past the session's budget: not kept
+    runs.add("b", "b1", 90)
+    runs.add("c", "c1", 90)  # 60 + 90 + 90 > 200: the session seen longest ago gives way
+    assert runs.of("a") == [] and runs.of("b") == ["b1"] and runs.bytes() <= 200

@@ -81,3 +81,33 @@ def test_a_strangers_text_is_never_a_link():
     """Item 8: bare URLs in trace strings became clickable target=_blank links."""
     shown = viz.safe_markdown("draft from http://evil.example/x, www.evil.example or me@evil.example")
     assert "://" not in shown and "www." not in shown and "@evil.example" not in shown
+
+
+def test_the_model_cache_counts_what_models_cost_and_how_many():
+    """Item 4: the budget counted parameters only (a 16-layer tiny model: 0.6 MB counted, ≈ 2.2 MB of RSS),
+    so 4096 MB admitted ≈ 6 800 of them (≈ 15 GB)."""
+    from collections import OrderedDict
+
+    from explorer import api
+
+    kept = OrderedDict(api._LOADED)
+    try:
+        first = api.load_cached("tiny-random:7001:16", None, None)
+        tensors = {t.data_ptr(): t for t in first.model.parameters()}
+        assert api.model_bytes(first) >= sum(t.numel() * t.element_size() for t in tensors.values())
+        for k in range(api.MAX_CACHED_MODELS + 8):
+            api.load_cached(f"tiny-random:{7100 + k}:2", None, None)
+            assert len(api._LOADED) <= api.MAX_CACHED_MODELS
+    finally:  # the session's default model stays cached for the other tests
+        api._LOADED.clear()
+        api._LOADED.update(kept)
+
+
+def test_a_compact_upload_downloads_again_no_larger():
+    """Item 8: a 29.2 MB compact upload re-downloaded as 36.96 MB, past the upload cap."""
+    import json
+    from pathlib import Path
+
+    text = (Path(__file__).parent / "data" / "trace_bita.json").read_text()
+    compact = json.dumps(json.loads(text), separators=(",", ":"))
+    assert len(explorer.load_trace(compact).to_json()) <= len(compact)

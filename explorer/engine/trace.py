@@ -205,7 +205,9 @@ class RunTrace:
         return d
 
     def to_json(self, indent: int | None = None) -> str:
-        return json.dumps(self.to_dict(), indent=indent, allow_nan=False, default=_finite)
+        """The trace as JSON; compact unless ``indent`` (a compact upload downloads again no larger)."""
+        separators = (",", ":") if indent is None else None
+        return json.dumps(self.to_dict(), indent=indent, separators=separators, allow_nan=False, default=_finite)
 
     @classmethod
     def from_json(cls, text: str | bytes, methods: Mapping[str, MethodRules] | None = None) -> "RunTrace":

@@ -23,7 +23,7 @@ import explorer
 from explorer import methods, viz
 from explorer.audit import greedy_audit
 from explorer.engine.controllers import DEFAULT_GAMMA
-from explorer.limits import MAX_GAMMA
+from explorer.limits import MAX_GAMMA, MAX_SESSION_TRACE_BYTES
 from explorer.viz.audit import greedy_audit_text
 
 from .baseline import BASELINES, baseline_stream
@@ -186,8 +186,8 @@ class Handlers:
         p = self.page
         n = len(trace.rounds)
         opening = viz.opening_round(trace)
-        if trace.rounds:
-            RUNS.add(session, trace)  # the Compare tab's "your runs"
+        path = write_trace_file(trace, session)
+        dropped = RUNS.add(session, trace, path.stat().st_size) if trace.rounds else 0  # the Compare tab's "your runs"
         updates = {
             p.trace_state: trace,
             p.round_slider: _slider(n, opening + 1),
@@ -197,8 +197,13 @@ class Handlers:
             p.status: viz.run_summary(trace, baseline),
             p.why: viz.speed_explanation(trace, baseline),
             p.audit: audit_words(trace, baseline),
-            p.download: gr.DownloadButton(value=str(write_trace_file(trace, session)), interactive=True),
+            p.download: gr.DownloadButton(value=str(path), interactive=True),
         }
+        if dropped:  # memory for "your runs" is bounded in bytes: say what made room
+            kept = ("this one is too large to keep there" if dropped < 0 else
+                    f"{dropped} earlier run{'s' if dropped > 1 else ''} of this session dropped from it to make room")
+            updates[p.status] += (f"\n\n(\"Your runs\" in Compare keeps at most "
+                                  f"{MAX_SESSION_TRACE_BYTES // 2**20} MB of traces a session: {kept}.)")
         if keep_round:  # rounds are immutable: the views drawn for the user's round stay true
             updates[p.round_slider] = gr.Slider(maximum=max(n, 2), interactive=n > 0)
         else:

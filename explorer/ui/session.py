@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import threading
 
+from explorer.limits import MAX_SESSION_TRACE_BYTES, MAX_STORED_TRACE_BYTES
+
 
 class StopRequests:
     """Which sessions are decoding, and which of them asked to stop (checked after every round)."""
@@ -60,27 +62,48 @@ STOPS = StopRequests()
 
 class SessionRuns:
     """Each browser session's finished runs and uploaded traces (the newest ``per_session``; the sessions
-    seen last, at most ``sessions``), for the Compare tab's "your runs"."""
+    seen last, at most ``sessions``), for the Compare tab's "your runs", bounded in bytes too: a session
+    keeps at most ``session_bytes`` of trace JSON and all sessions together ``total_bytes`` (a trace's JSON
+    size; in memory it takes ≈ 9× that), the oldest runs dropped first."""
 
-    def __init__(self, per_session: int = 20, sessions: int = 256):
+    def __init__(self, per_session: int = 20, sessions: int = 256, session_bytes: int = MAX_SESSION_TRACE_BYTES,
+                 total_bytes: int = MAX_STORED_TRACE_BYTES):
         from collections import OrderedDict
 
         self.per_session, self.sessions = per_session, sessions
-        self._runs: "OrderedDict[str, list]" = OrderedDict()
+        self.session_bytes, self.total_bytes = session_bytes, total_bytes
+        self._runs: "OrderedDict[str, list[tuple[object, int]]]" = OrderedDict()
         self._lock = threading.Lock()
 
-    def add(self, session: str, trace) -> None:
+    def add(self, session: str, trace, size: int) -> int:
+        """Keep ``trace`` (``size``: its JSON's bytes); returns how many of this session's earlier runs
+        were dropped to make room (a trace larger than the session's budget is not kept: -1)."""
         with self._lock:
+            if size > self.session_bytes:
+                return -1
             runs = self._runs.setdefault(session, [])
-            runs.append(trace)
+            before = len(runs)
+            runs.append((trace, size))
             del runs[: -self.per_session]
+            while sum(n for _, n in runs) > self.session_bytes:
+                del runs[0]
+            dropped = before + 1 - len(runs)
             self._runs.move_to_end(session)
             while len(self._runs) > self.sessions:
                 self._runs.popitem(last=False)
+            while self.bytes() > self.total_bytes:  # the sessions seen longest ago give way first
+                oldest = next(iter(self._runs))
+                del self._runs[oldest][0]
+                if not self._runs[oldest]:
+                    del self._runs[oldest]
+            return dropped
+
+    def bytes(self) -> int:
+        return sum(n for runs in self._runs.values() for _, n in runs)
 
     def of(self, session: str) -> list:
         with self._lock:
-            return list(self._runs.get(session, ()))
+            return [trace for trace, _ in self._runs.get(session, ())]
 
     def forget(self, session: str) -> None:
         with self._lock:
