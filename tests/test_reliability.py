@@ -111,3 +111,67 @@ def test_a_compact_upload_downloads_again_no_larger():
     text = (Path(__file__).parent / "data" / "trace_bita.json").read_text()
     compact = json.dumps(json.loads(text), separators=(",", ":"))
     assert len(explorer.load_trace(compact).to_json()) <= len(compact)
+
+
+def _data(name: str) -> dict:
+    import json
+    from pathlib import Path
+
+    return json.loads((Path(__file__).parent / "data" / name).read_text())
+
+
+def test_theta_lists_longer_than_the_draft_steps_are_refused(tiny_target):
+    """Item 5: a cali-ts trace carried 65 θ a round (never compared with γ): 4.8 s a step, 45 s in Chromium."""
+    import json
+
+    trace = explorer.decode(tiny_target, prompt_ids=[3, 4, 5], draft="model:tiny-random:2:1", controller="beta-ts",
+                            gamma=4, max_new_tokens=24)
+    data = json.loads(trace.to_json())
+    assert explorer.load_trace(json.dumps(data)).rounds  # as written: accepted
+    drafting = next(r for r in data["rounds"] if r["controller"].get("theta"))
+    drafting["controller"]["theta"] = [0.5] * 65
+    with pytest.raises(explorer.TraceFormatError, match="at most 5 draft-step decisions"):
+        explorer.load_trace(json.dumps(data))
+
+
+def test_the_posterior_view_draws_a_bounded_number_of_thetas(tiny_target):
+    """A legal run with thousands of θ: the view draws at most MAX_THETA_MARKS and says it thinned them."""
+    import dataclasses
+
+    from explorer.viz.views.ts import MAX_THETA_MARKS, posterior_figure
+
+    trace = explorer.decode(tiny_target, prompt_ids=[3, 4, 5], draft="model:tiny-random:2:1", controller="beta-ts",
+                            gamma=8, max_new_tokens=48)
+    many = dataclasses.replace(trace, rounds=tuple(dataclasses.replace(r, index=i) for i, r in
+                                                   enumerate(trace.rounds * (4 * MAX_THETA_MARKS // len(trace.rounds)))))
+    fig = posterior_figure(many, 0)
+    thetas = next(t for t in fig.data if t.name and t.name.startswith("sampled θ"))
+    assert len(thetas.x) <= MAX_THETA_MARKS + 65 and "shown" in thetas.name
+
+
+def test_a_maximal_tree_draws_a_bounded_mask():
+    """Item 5: a legal BiTA round with 1 024 inputs made a 1.3 M-cell mask table (17.6 s a step)."""
+    import json
+
+    from explorer.viz.views.tree import MAX_MASK_DRAWN, tree_html
+
+    data = _data("trace_bita.json")
+    r = next(r for r in data["rounds"] if r.get("tree"))
+    n = 1000
+    tree = r["tree"]
+    tree["nodes"] = [{"token": 5, "parent": -1, "depth": 1, "rank": i, "accepted": False, "q": 0.001} for i in range(n)]
+    tree["positions"] = [{"kind": "node", "node": i} for i in range(n)]
+    tree["attention"] = ["1" * n] * n
+    tree["sees_prompt"] = [True] * n
+    tree["accepted_path"], tree["next_group"] = [], -1
+    r["n_accepted"], r["drafted"], r["q_drafted"], r["p_drafted"] = 0, [], [], []
+    r["uniforms"], r["draft_top"] = [], []
+    try:
+        trace = explorer.load_trace(json.dumps(data))
+    except explorer.TraceFormatError as err:
+        pytest.skip(f"the forged round is not a legal one here: {err}")
+    index = next(i for i, x in enumerate(trace.rounds) if x.tree and len(x.tree["nodes"]) == n)
+    page = tree_html(trace, index)
+    cells = page.count("<td class='on") + page.count("<td class='off")
+    assert cells <= (MAX_MASK_DRAWN + 8) ** 2  # + the context's few columns; was 1 000 × 1 000
+    assert f"the first {MAX_MASK_DRAWN}" in page

@@ -489,10 +489,25 @@ def _read_trace(data: dict, methods: Mapping[str, MethodRules] | None) -> RunTra
     fields["settings"] = Settings(**data["settings"])
     fields["summary"] = Summary(**data["summary"])
     fields["rounds"] = tuple(_read_round(r, f"rounds[{i}]", rules.check_round) for i, r in enumerate(data["rounds"]))
+    _check_steps(fields["rounds"], data["settings"]["gamma"])
     fields["prompt_ids"] = tuple(data["prompt_ids"])
     fields["output_ids"] = tuple(data["output_ids"])
     fields["token_text"] = {int(k): v for k, v in data.get("token_text", {}).items()}
     return RunTrace(**fields)
+
+
+PER_STEP = ("theta", "continue", "theta_model", "mu", "sigma", "verify_ratio")
+
+
+def _check_steps(rounds, gamma: int) -> None:
+    """A controller decides once per draft step: at most γ + 1 decisions a round (the last one may stop),
+    whatever a forged file says (65 θ a round over 4 096 rounds made a view take 45 s a step)."""
+    for r in rounds:
+        for key in PER_STEP:
+            values = r.controller.get(key)
+            if values is not None and len(values) > gamma + 1:
+                raise Refused(f"rounds[{r.index}].controller.{key} has {len(values)} values; a run with γ = {gamma} "
+                              f"makes at most {gamma + 1} draft-step decisions a round")
 
 
 def _read_round(data: Any, path: str, check_round: Callable[[dict, str], None] | None = None) -> RoundTrace:

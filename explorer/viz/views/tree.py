@@ -29,6 +29,7 @@ CANDIDATE_COLOUR = GREY
 ACCEPTED_COLOUR = FATE_COLOURS["accepted"]
 SCROLL_HINT_ROWS = 16  # a mask with more rows than this does not fit its box: say that it scrolls
 MAX_MASK_POSITIONS = 72  # beyond this the mask shows the part around the accepted path (Figure 6)
+MAX_MASK_DRAWN = 160  # rows and columns drawn at most: a legal 1 024-input tree made a 1.3 M-cell table
 CONTEXT_SHOWN = 3  # context columns shown by token; the earlier ones fold into one "…" column
 COL_W, ROW_H, NODE_W, NODE_H = 118, 30, 96, 22
 
@@ -83,7 +84,9 @@ def tree_html(trace, round_index: int) -> str:
     if len(shown) < len(tree["positions"]):
         note = (f"<div class='bita-note'>Partial mask (as the paper's Figure 6): {len(shown)} of "
                 f"{len(tree['positions'])} inputs — the accepted path, its siblings and the top-1 chain, with the "
-                "mask groups of the context and of the accepted nodes.</div>")
+                "mask groups of the context and of the accepted nodes"
+                + (f" (the first {MAX_MASK_DRAWN} of them: a larger table would stall the page)"
+                   if len(shown) == MAX_MASK_DRAWN else "") + ".</div>")
     legend = ("<div class='bita-legend'><span class='bl bl-acc'>accepted path</span> "
               "<span class='bl bl-cand'>candidate</span> <span class='bl bl-tgt'>the target's own token</span> "
               "<span class='bl bl-p'>[P] prompt token</span> <span class='bl bl-m'>[M] mask token</span> "
@@ -115,8 +118,9 @@ def _shown_positions(tree: dict) -> list[int]:
         keep.add(child)
         node = child
     groups = {-1} | set(path)
-    return [i for i, p in enumerate(positions)
-            if (p["kind"] == "node" and p["node"] in keep) or (p["kind"] == "mask" and p["node"] in groups)]
+    shown = [i for i, p in enumerate(positions)
+             if (p["kind"] == "node" and p["node"] in keep) or (p["kind"] == "mask" and p["node"] in groups)]
+    return shown[:MAX_MASK_DRAWN]
 
 
 def _tree_svg(trace, r, context: list[int]) -> str:

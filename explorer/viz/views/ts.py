@@ -41,6 +41,9 @@ SELECTED = {"color": "#6b7280", "dash": "dot", "width": 1.5}
 # -- reading the trace -------------------------------------------------------------------------------
 
 
+MAX_THETA_MARKS = 6000  # sampled θ drawn at most; past it every k-th round's (and the selected one's)
+
+
 def ts_kind(trace) -> str | None:
     """``beta-ts`` / ``cali-ts`` when the rounds (or, failing them, the settings) carry that controller."""
     for r in trace.rounds:
@@ -173,7 +176,11 @@ def posterior_figure(trace, round_index: int) -> go.Figure:
                   "yanchor": "middle", "thickness": 12},
         hovertemplate="round %{x}<br>θ = %{y:.2f}<br>density p(θ) = %{z:.2f}<extra></extra>"), row=1, col=1)
     sx, sy, text = [], [], []
+    every = sum(len(r.controller.get("theta") or ()) for r in trace.rounds)
+    stride = max(1, -(-every // MAX_THETA_MARKS))  # a legal trace held 266 000 θ: 320 000 SVG points, 45 s a step
     for r in trace.rounds:
+        if r.index % stride and r.index != selected:
+            continue
         thetas, cont = _floats(r.controller.get("theta")), list(r.controller.get("continue") or ())
         for i, t in enumerate(thetas):
             sx.append(r.index + 1)
@@ -183,7 +190,9 @@ def posterior_figure(trace, round_index: int) -> go.Figure:
                         + ("χ = 1, continue" if go_on else "χ = 0, stop" if go_on is False else "χ not recorded"))
     if sx:
         fig.add_trace(go.Scatter(
-            x=sx, y=sy, customdata=text, name="sampled θ (one per draft step)", mode="markers",
+            x=sx, y=sy, customdata=text, mode="markers",
+            name="sampled θ (one per draft step)" if stride == 1 else
+                 f"sampled θ (one per draft step; every {stride}th round of {len(trace.rounds)} shown)",
             marker={"color": DRAFT_COLOUR, "size": 5, "line": {"color": "#ffffff", "width": 0.5}},
             hovertemplate="round %{x}<br>%{customdata}<extra></extra>"), row=1, col=1)
 
