@@ -59,6 +59,8 @@ MAX_REPORT_BYTES = 2**20  # a benchmark report (the shipped one: 14 KB)
 # 29 MB float-heavy trace took 270 MB of RSS): per session, and for all sessions together
 MAX_SESSION_TRACE_BYTES = _env_int("EXPLORER_SESSION_TRACES_MB", 40, 1, 100_000) * 2**20
 MAX_STORED_TRACE_BYTES = _env_int("EXPLORER_STORED_TRACES_MB", 160, 1, 1_000_000) * 2**20
+# Uploads and the files offered for download, on disk together (Gradio's folder and the trace files)
+MAX_UPLOAD_BYTES = _env_int("EXPLORER_UPLOADS_MB", 512, 64, 1_000_000) * 2**20
 MAX_REPORT_ROWS = 256  # systems in one benchmark report
 
 # -- loaded models ------------------------------------------------------------------------------------

@@ -175,3 +175,51 @@ def test_a_maximal_tree_draws_a_bounded_mask():
     cells = page.count("<td class='on") + page.count("<td class='off")
     assert cells <= (MAX_MASK_DRAWN + 8) ** 2  # + the context's few columns; was 1 000 × 1 000
     assert f"the first {MAX_MASK_DRAWN}" in page
+
+
+def test_upload_folders_are_trimmed_to_their_budget(tmp_path):
+    """Item 6: Gradio kept eight 32 MB uploads for ≈ 2 h with nothing bounding their total."""
+    import os
+    import time
+
+    from explorer.ui import disk
+
+    gradio, traces = tmp_path / "gradio", tmp_path / "traces"
+    now = time.time()
+    for k in range(8):  # eight uploads of 1 000 bytes, a minute apart, the oldest first
+        folder = gradio / f"hash{k}"
+        folder.mkdir(parents=True)
+        (folder / "upload.json").write_bytes(b"x" * 1000)
+        os.utime(folder / "upload.json", (now - 600 + 60 * k, now - 600 + 60 * k))
+    (traces / "s").mkdir(parents=True)
+    (traces / "s" / "old.json").write_bytes(b"y" * 10)
+    os.utime(traces / "s" / "old.json", (now - 7200, now - 7200))  # past the age limit: goes whatever the budget
+    held = disk.trim([gradio, traces], budget=3500, now=now)
+    left = sorted(p.parent.name for p in gradio.rglob("*.json"))
+    assert held <= 3500 and left == ["hash5", "hash6", "hash7"]  # the newest kept
+    assert not (traces / "s" / "old.json").exists() and not (gradio / "hash0").exists()  # empty folders go too
+
+
+def test_the_served_app_trims_and_a_closed_page_loses_its_copies(monkeypatch, tmp_path):
+    import os
+    import time
+
+    from conftest_ui import served_app
+
+    from explorer.ui import disk
+
+    monkeypatch.setenv("GRADIO_TEMP_DIR", str(tmp_path))
+    stale = tmp_path / "abc" / "stale-upload.json"
+    stale.parent.mkdir()
+    stale.write_text("{}")
+    os.utime(stale, (time.time() - 2 * disk.MAX_AGE_S,) * 2)
+    copy = tmp_path / "def" / "trace-ar-none-1.json"
+    copy.parent.mkdir()
+    copy.write_text("{}")
+    with served_app():
+        deadline = time.monotonic() + 3 * disk.EVERY_S
+        while stale.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not stale.exists()  # the trimmer runs beside the served app
+    disk.forget_copies(["trace-ar-none-1.json"])
+    assert not copy.exists() and not copy.parent.exists()

@@ -28,7 +28,7 @@ from explorer.viz.audit import greedy_audit_text
 
 from .baseline import BASELINES, baseline_stream
 from .inputs import decode_options
-from . import jobs
+from . import disk, jobs
 from .session import RUNS, STOPS, session_id
 from .views import slot_updates
 
@@ -425,6 +425,9 @@ def forget_session(request: gr.Request) -> None:
     session = session_id(request)
     jobs.close(session)
     RUNS.forget(session)
+    offered = [path.name for folder in (trace_folder(session), race_folder(session)) if folder.is_dir()
+               for path in folder.iterdir()]
+    disk.forget_copies(offered)  # Gradio's own copies, which its download links serve
     shutil.rmtree(trace_folder(session), ignore_errors=True)
     shutil.rmtree(race_folder(session), ignore_errors=True)
 

@@ -20,7 +20,8 @@ from explorer.limits import MAX_GAMMA, MAX_NEW_TOKENS
 from .audit import audit_section, wire_audit
 from .examples import EXAMPLES
 from .glossary import GLOSSARY
-from .handlers import Handlers, forget_session
+from . import disk
+from .handlers import TRACE_DIR, Handlers, forget_session
 from .jobs import DECODE_CONCURRENCY, gated
 from .my_runs import my_runs_section, wire_my_runs
 from .options import build_options_panel
@@ -213,6 +214,7 @@ def build_demo() -> gr.Blocks:
         demo.load(None, js=ROUND_KEYS_JS)  # ← → step through rounds (not while typing in a field)
         demo.load(None, js=TIP_JS)  # tooltips of [data-tip] elements, at once
         demo.unload(forget_session)  # a closed page's trace file goes with it
+        disk.start_trimming([TRACE_DIR])  # uploads and downloads bounded in total bytes
     return demo
 
 
