@@ -11,13 +11,15 @@ import os
 import re
 import sys
 
-from .errors import ExplorerError
+from .errors import ExplorerError, one_line
 from .limits import clip
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one clear line, exit 2
         command = self.prog.removeprefix("python -m explorer").strip()
+        message = " ".join(str(message).split())  # argparse quotes the value: it may be huge or hold newlines
+        message = message if len(message) <= 200 else message[:199] + "…"
         self.exit(2, f"error: {message} (see `python -m explorer {command + ' ' if command else ''}--help`)\n")
 
 
@@ -326,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
         return {"bench": _bench, "sweep": _sweep, "profile": _profile, "soak": _soak, "audit": _audit, "race": _race,
                 "whatif": _whatif}.get(args.command, _run)(args)
     except ExplorerError as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(f"error: {one_line(err)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

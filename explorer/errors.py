@@ -16,3 +16,10 @@ class ModelLoadError(ExplorerError):
 
 class TraceFormatError(ExplorerError):
     """A trace file is malformed or comes from another program."""
+
+
+def one_line(message: object, limit: int = 290) -> str:
+    """A message as the user sees it: one line, at most ``limit`` characters (an error may quote a value
+    the user typed, and a value may be 100 000 characters long or hold line breaks)."""
+    text = " ".join(str(message).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"

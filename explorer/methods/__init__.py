@@ -23,7 +23,7 @@ from typing import Any, Callable
 from ..engine.sampling import Rng, SamplingConfig
 from ..engine.trace import MethodRules, Settings
 from ..errors import ExplorerError
-from ..limits import clip
+from ..limits import MAX_SPEC_CHARS, clip
 from ..models import LoadedModel
 
 
@@ -79,6 +79,12 @@ def _checked(keyword: str, value, f: dataclasses.Field):
         if not isinstance(value, str):
             raise ExplorerError(f"{keyword} must be text ({describe(f)}), got {clip(value)}")
         value = value.strip()
+        if len(value) > MAX_SPEC_CHARS:
+            raise ExplorerError(f"{keyword} has {len(value)} characters; at most {MAX_SPEC_CHARS}: {clip(value, 40)}")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as err:  # a lone surrogate cannot reach the page, the trace file or the log
+            raise ExplorerError(f"{keyword} is not valid text (character {err.start + 1} is a lone surrogate)") from None
         if meta["choices"] is not None and value not in meta["choices"]:
             raise ExplorerError(f"{keyword} must be one of {', '.join(meta['choices'])}, got {clip(value, 40)}")
         return value

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import gradio as gr
 
 import explorer
+from explorer.errors import one_line
 from explorer import viz
 from explorer.audit import MAX_AUDIT_RUNS, sampling_audit
 from explorer.viz.audit import sampling_audit_figure, sampling_audit_text
@@ -74,7 +75,7 @@ def wire_audit(page: Page, section: AuditSection, concurrency_limit: int) -> Non
                                         progress=lambda done, total: progress(done / total, desc=f"run {done} of {total}"),
                                         should_stop=lambda: stopped(session), **options)
         except explorer.ExplorerError as err:
-            raise gr.Error(html.escape(str(err))) from None
+            raise gr.Error(html.escape(one_line(err))) from None
         except Exception:  # the stack trace goes to the log, never to the page
             log.exception("sampling audit failed")
             raise gr.Error("something went wrong on the server during the audit (it is logged)") from None

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Iterator
 import gradio as gr
 
 import explorer
+from explorer.errors import one_line
 from explorer import methods, viz
 from explorer.audit import greedy_audit
 from explorer.engine.controllers import DEFAULT_GAMMA
@@ -223,6 +224,7 @@ class Handlers:
     def _error(self, message: str) -> dict:
         """One line in a toast and in the status; the message may echo what the user typed or uploaded,
         so it is shown as literal text (``<name>`` stays visible, no tag can open)."""
+        message = one_line(message)
         gr.Warning(html.escape(message))
         return {self.page.status: f"⚠️ {viz.safe_markdown(message)}"}
 
@@ -396,7 +398,7 @@ class Handlers:
                 yield f"round {r.index + 1}: {tokens} / {options['max_new_tokens']} tokens"
             yield decoding.trace().to_json()
         except explorer.ExplorerError as err:
-            raise gr.Error(str(err), print_exception=False) from None  # API clients get the plain line
+            raise gr.Error(one_line(err), print_exception=False) from None  # API clients get the plain line
         except Exception:
             log.exception("api decode failed")
             raise gr.Error("something went wrong on the server while decoding (it is logged)",

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import gradio as gr
 
 import explorer
+from explorer.errors import one_line
 from explorer import race
 from explorer.viz.race import RACE_CSS, race_html
 
@@ -85,7 +86,7 @@ def wire_race(page: Page, section: RaceSection, compare: CompareView, concurrenc
                    section.download: gr.DownloadButton(value=str(_write_report(shown[compare.report], session)),
                                                        interactive=True), **shown}
         except explorer.ExplorerError as err:
-            raise gr.Error(html.escape(str(err))) from None
+            raise gr.Error(html.escape(one_line(err))) from None
         except Exception:  # the stack trace goes to the log, never to the page
             log.exception("race failed")
             raise gr.Error("something went wrong on the server during the race (it is logged)") from None

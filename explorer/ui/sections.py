@@ -19,7 +19,7 @@ from pathlib import Path
 import gradio as gr
 
 from explorer import bench, sweep
-from explorer.errors import ExplorerError
+from explorer.errors import ExplorerError, one_line
 from explorer.reports import load_bench_report
 from explorer.ui.jobs import WORK, stopped
 from explorer.ui.session import session_id
@@ -84,7 +84,7 @@ def compare_section() -> CompareView:
         try:
             report = load_bench_report(data)
         except ExplorerError as err:
-            gr.Warning(html.escape(str(err)))  # toasts render HTML; the message may quote the upload
+            gr.Warning(html.escape(one_line(err)))  # toasts render HTML; the message may quote the upload
         return report, *_compare_outputs(report, against_label)
 
     against.change(redraw, inputs=[report_state, against], outputs=[plot, markdown], api_visibility="private")
@@ -140,7 +140,7 @@ def bild_sweep_section(concurrency_limit: int) -> None:
                                           progress=lambda done, total, line: progress(done / total, desc=line),
                                           should_stop=lambda: stopped(session))
         except ExplorerError as err:
-            raise gr.Error(html.escape(str(err))) from None  # toasts render HTML; the message may quote input
+            raise gr.Error(html.escape(one_line(err))) from None  # toasts render HTML; the message may quote input
         return sweep_figure(report), sweep.markdown(report)
 
     run.click(run_sweep, inputs=[draft, fallbacks, rollbacks, prompts, tokens], outputs=[plot, table],
@@ -179,7 +179,7 @@ def theory_lab_section(concurrency_limit: int) -> None:
                                             progress=lambda done, total, line: progress(done / total, desc=line),
                                             should_stop=lambda: stopped(session))
         except ExplorerError as err:
-            raise gr.Error(html.escape(str(err))) from None
+            raise gr.Error(html.escape(one_line(err))) from None
         return theory_lab_figure(report), sweep.theory_markdown(report)
 
     run.click(run_lab, inputs=[alphas, gammas, costs, tokens], outputs=[plot, table],

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import gradio as gr
 
 from explorer import whatif
-from explorer.errors import ExplorerError
+from explorer.errors import ExplorerError, one_line
 from explorer.limits import clip
 from explorer.reports import load_bench_report
 from explorer.viz import safe_markdown
@@ -85,7 +85,7 @@ def whatif_section(concurrency_limit: int) -> WhatIfSection:
         except ExplorerError as err:
             # what was analysed before stays: the chart as it is, its words under the one-line reason
             before = str(shown or "").split(WARNING_END, 1)[-1] if str(shown or "").startswith("⚠️") else shown
-            return gr.update(), f"⚠️ {safe_markdown(err)}{WARNING_END}{before or ''}"
+            return gr.update(), f"⚠️ {safe_markdown(one_line(err))}{WARNING_END}{before or ''}"
         return whatif_figure(results), _words(results, measured_on)
 
     def load_upload(data):
