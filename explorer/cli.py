@@ -159,6 +159,10 @@ def build_parser() -> argparse.ArgumentParser:
     soak.add_argument("--seed", type=int, default=0)
     soak.add_argument("--host", default="127.0.0.1", help="loopback address to serve on (nothing else is accepted)")
     soak.add_argument("--out", help="also write the full report (every job, the RSS series) as JSON to this file")
+    soak.add_argument("--adversarial", action="store_true",
+                      help="instead: cancel long decodes (beam, speculative, ar) while they compute, upload files at "
+                           "the size cap past the disk budget, read and draw the worst legal traces; reports CPU idle "
+                           "time after each cancel, disk and RSS (default model here: tiny-random:1:16)")
 
     train = sub.add_parser("train", help="train a draft offline on the target's own answers (self-distillation)",
                            description="Offline trainers. Each writes an artifact (weights + JSON manifest) that "
@@ -616,6 +620,18 @@ def _soak(args) -> int:
     from . import soak
 
     soak.check_host(args.host)  # refuse bad arguments before loading anything
+    if args.adversarial:
+        from . import soak_adversarial
+
+        model = "tiny-random:1:16" if args.model == "default" else args.model
+        report = soak_adversarial.run(model=model, host=args.host,
+                                      progress=lambda line: print(line, file=sys.stderr, flush=True))
+        if args.out:
+            _write_report(report, args.out)
+        print(soak_adversarial.summary(report))
+        bad = [row for row in report["cancels"] if row["idle_after_s"] is None or row["idle_after_s"] > 2
+               or row["most_computing"] > row["slots"]]
+        return 1 if bad or report["uploads"]["folder_mb_after_trim"] > report["uploads"]["budget_mb"] else 0
     soak.check_args(args.clients, args.runs, args.max_new_tokens, args.cancel_every, args.seed)
     report = soak.run(clients=args.clients, runs=args.runs, max_new_tokens=args.max_new_tokens, model=args.model,
                       cancel_every=args.cancel_every, seed=args.seed, host=args.host,

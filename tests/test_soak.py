@@ -63,3 +63,21 @@ def test_percentile_is_nearest_rank():
     assert soak.percentile([], 50) is None
     assert soak.percentile([3.0, 1.0, 2.0], 50) == 2.0
     assert soak.percentile([float(i) for i in range(1, 101)], 95) == 95.0
+
+
+def test_the_adversarial_soak_cancels_uploads_and_reads_the_worst_traces(monkeypatch, capsys, tmp_path):
+    """Issue 28's probe as a run: every cancelled job idles the server within 2 s, the upload folder ends
+    within its budget, the worst legal traces read and draw (one pass, a few uploads, here)."""
+    import json
+
+    from explorer import soak_adversarial
+    from explorer.cli import main
+
+    monkeypatch.setattr(soak_adversarial, "PASSES", 1)
+    monkeypatch.setattr(soak_adversarial, "UPLOADS", 2)
+    out = tmp_path / "adversarial.json"
+    assert main(["soak", "--adversarial", "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert all(row["running_when_cancelled"] and row["idle_after_s"] <= 2 for row in report["cancels"])
+    assert report["uploads"]["accepted"] == 2 and len(report["worst_traces"]) == 2
+    assert "adversarial soak" in capsys.readouterr().out

@@ -1,0 +1,196 @@
+"""``python -m explorer soak --adversarial``: the probe of issue 28 as a repeatable run, on loopback, in this
+process (the app served as ``python app.py`` serves it).
+
+1. **Cancels**: long decodes through the public ``/decode`` API (beam search at width 8, a long speculative
+   decode, a long plain one) cancelled while they compute; for each, the seconds until this process is idle
+   again (under 10 % of one core over a quarter second) and the most jobs that computed at once
+   (``ui.jobs.WORK``) against the configured concurrency.
+2. **Uploads at the limit**: ``UPLOADS`` files of the upload cap posted to Gradio's ``/gradio_api/upload``
+   (more than the disk budget together), then the upload folder's bytes once the trimmer has run.
+3. **Worst-case legal traces**: a Thompson-sampling trace of ``MAX_TRACE_ROUNDS`` rounds with a θ per draft
+   step and a BiTA round with a 1 000-input tree: bytes, seconds to read and check, and seconds to draw a
+   step of the heaviest view (server side).
+4. Resident memory and the upload folder's bytes before and after.
+
+Bounded by construction (a handful of jobs and uploads) and loopback only, like the soak test.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+
+from . import soak
+from .limits import MAX_TRACE_BYTES, MAX_TRACE_ROUNDS, MAX_UPLOAD_BYTES
+
+IDLE_SHARE = 0.10  # of one core: "idle" below this
+IDLE_WINDOW_S = 0.25
+IDLE_WAIT_S = 20.0
+UPLOADS = MAX_UPLOAD_BYTES // MAX_TRACE_BYTES + 4  # past the disk budget together
+PASSES = 2
+CANCELS = (("beam", "model:tiny-random:2:16", 8, 120), ("speculative", "model:tiny-random:2:16", 4, 1000),
+           ("ar", None, 4, 1000))
+
+
+def idle_after(start: float) -> float | None:
+    """Seconds from ``start`` until this process spends under ``IDLE_SHARE`` of a core over a window."""
+    while time.perf_counter() - start < IDLE_WAIT_S:
+        cpu = time.process_time()
+        time.sleep(IDLE_WINDOW_S)
+        if time.process_time() - cpu < IDLE_SHARE * IDLE_WINDOW_S:
+            return round(time.perf_counter() - start, 2)
+    return None
+
+
+def cancels(url: str, model: str, progress) -> list[dict]:
+    from gradio_client import Client
+
+    from .ui import jobs
+
+    client = Client(url, verbose=False, download_files=False)
+    rows = []
+    for method, draft, width_or_gamma, tokens in CANCELS:
+        jobs.WORK.most = jobs.WORK.busy
+        job = client.submit("abc", method, draft, width_or_gamma, 0.0, tokens, 0, model,
+                            api_name="/decode")
+        deadline = time.perf_counter() + 60
+        while jobs.WORK.busy == 0 and time.perf_counter() < deadline and not job.done():
+            time.sleep(0.05)
+        time.sleep(1.0)
+        running = not job.done()
+        start = time.perf_counter()
+        job.cancel()
+        idle = idle_after(start)
+        rows.append({"method": method, "running_when_cancelled": running, "idle_after_s": idle,
+                     "most_computing": jobs.WORK.most, "slots": jobs.WORK.slots})
+        progress(f"cancelled {method} while {'running' if running else 'done'}: idle after {idle} s, "
+                 f"at most {jobs.WORK.most} of {jobs.WORK.slots} slots computing")
+    return rows
+
+
+def uploads(url: str, progress) -> dict:
+    import httpx
+
+    from .ui import disk
+
+    folder = disk.gradio_folder()
+    before = _folder_bytes(folder)
+    payload = b"{" + b" " * (MAX_TRACE_BYTES - 2) + b"}"
+    started = time.perf_counter()
+    accepted = 0
+    with httpx.Client(timeout=60) as http:
+        for k in range(UPLOADS):
+            response = http.post(f"{url}gradio_api/upload", files={"files": (f"limit-{k}.json", payload)})
+            accepted += response.status_code == 200
+    posted_s = time.perf_counter() - started
+    peak = _folder_bytes(folder)
+    time.sleep(2 * disk.EVERY_S + 1)
+    after = _folder_bytes(folder)
+    progress(f"{accepted} of {UPLOADS} uploads of {MAX_TRACE_BYTES >> 20} MB in {posted_s:.1f} s; upload folder "
+             f"{peak >> 20} MB, then {after >> 20} MB after the trimmer (budget {MAX_UPLOAD_BYTES >> 20} MB)")
+    return {"uploads": UPLOADS, "accepted": accepted, "each_mb": MAX_TRACE_BYTES >> 20, "seconds": round(posted_s, 1),
+            "folder_mb_before": round(before / 2**20, 1), "folder_mb_peak": round(peak / 2**20, 1),
+            "folder_mb_after_trim": round(after / 2**20, 1), "budget_mb": MAX_UPLOAD_BYTES >> 20}
+
+
+def _folder_bytes(folder) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) if folder.is_dir() else 0
+
+
+def worst_traces(progress) -> list[dict]:
+    """Legal worst cases built from real tiny runs: read + check, then one step of the heaviest view."""
+    import explorer
+    from .run import summarize
+    from .viz.views.tree import tree_html
+    from .viz.views.ts import posterior_figure
+
+    rows = []
+    ts = explorer.decode("tiny-random:1", "abcabc", draft="model:tiny-random:2:1", controller="beta-ts", gamma=64,
+                         max_new_tokens=96)
+    rounds, context = [], len(ts.prompt_ids)
+    for i, r in enumerate((ts.rounds * (MAX_TRACE_ROUNDS // len(ts.rounds) + 1))[:MAX_TRACE_ROUNDS]):
+        steps = {"theta": [0.5] * 65, "continue": [True] * 64 + [False]} if "theta" in r.controller else {}
+        rounds.append(dataclasses.replace(r, index=i, context_len=context, controller={**r.controller, **steps}))
+        context += len(r.emitted)
+    output = tuple(t for r in rounds for t in r.emitted)
+    many = dataclasses.replace(ts, rounds=tuple(rounds), output_ids=output, text="",
+                               settings=dataclasses.replace(ts.settings, max_new_tokens=len(output)),
+                               summary=summarize(tuple(rounds), 0.0, "max_new_tokens"))
+    rows.append(_timed(f"beta-ts, γ = 64, {MAX_TRACE_ROUNDS} rounds of 65 θ", many.to_json(), posterior_figure))
+    bita = explorer.decode("tiny-random:1", "abcabc", method="bita", max_new_tokens=8)
+    data = json.loads(bita.to_json())
+    r = next(r for r in data["rounds"] if r.get("tree"))
+    n = 1000
+    r["tree"].update(nodes=[{"token": 5, "parent": -1, "depth": 1, "rank": i, "accepted": False, "q": 0.001}
+                            for i in range(n)],
+                     positions=[{"kind": "node", "node": i} for i in range(n)], attention=["1" * n] * n,
+                     sees_prompt=[True] * n, accepted_path=[], next_group=-1)
+    r.update(n_accepted=0, drafted=[], q_drafted=[], p_drafted=[], uniforms=[], draft_top=[])
+    rows.append(_timed(f"bita, a {n}-input tree", json.dumps(data), tree_html))
+    for row in rows:
+        progress(f"{row['trace']}: {row['mb']} MB, read + check {row['read_s']} s, a step of its view "
+                 f"{row['step_s']} s")
+    return rows
+
+
+def _timed(name: str, text: str, view) -> dict:
+    import explorer
+
+    start = time.perf_counter()
+    trace = explorer.load_trace(text)
+    read = time.perf_counter() - start
+    index = next((i for i, r in enumerate(trace.rounds) if r.tree and len(r.tree["nodes"]) > 100), 0)
+    start = time.perf_counter()
+    view(trace, index)
+    step = time.perf_counter() - start
+    return {"trace": name, "mb": round(len(text) / 2**20, 1), "read_s": round(read, 2), "step_s": round(step, 2)}
+
+
+def run(model: str = "tiny-random:1", host: str = "127.0.0.1", progress=None) -> dict:
+    from .ui import disk
+
+    import gc
+
+    from gradio_client import Client
+
+    progress = progress or (lambda line: None)
+    host = soak.check_host(host)
+    soak._set_offline_env()
+    started = time.perf_counter()
+    with soak.served(host) as (_, url):
+        # warm: the models loaded and every kind of job run once, so what follows measures growth, not start-up
+        warm = Client(url, verbose=False, download_files=False)
+        for method, draft, width_or_gamma, _ in CANCELS:
+            warm.predict("abc", method, draft, width_or_gamma, 0.0, 8, 0, model, api_name="/decode")
+        gc.collect()
+        rss, disk_before = [soak._round(soak.rss_mb())], _folder_bytes(disk.gradio_folder())
+        for _ in range(PASSES):  # twice: memory that a pass leaves must not grow again with the next
+            cancelled = cancels(url, model, progress)
+            uploaded = uploads(url, progress)
+            gc.collect()
+            rss.append(soak._round(soak.rss_mb()))
+        disk_after = _folder_bytes(disk.gradio_folder())
+    worst = worst_traces(progress)
+    return {
+        "cancels": cancelled, "uploads": uploaded, "worst_traces": worst,
+        "rss_mb_after_each_pass": rss,
+        "upload_folder_mb_before": round(disk_before / 2**20, 1), "upload_folder_mb_after": round(disk_after / 2**20, 1),
+        "wall_s": round(time.perf_counter() - started, 1), "model": model,
+    }
+
+
+def summary(report: dict) -> str:
+    lines = [f"adversarial soak ({report['model']}, {report['wall_s']} s):"]
+    for row in report["cancels"]:
+        lines.append(f"  cancel {row['method']}: idle after {row['idle_after_s']} s; at most {row['most_computing']} of "
+                     f"{row['slots']} slots computing")
+    u = report["uploads"]
+    lines.append(f"  {u['accepted']}/{u['uploads']} uploads of {u['each_mb']} MB: folder {u['folder_mb_peak']} MB at "
+                 f"peak, {u['folder_mb_after_trim']} MB after the trimmer (budget {u['budget_mb']} MB)")
+    for row in report["worst_traces"]:
+        lines.append(f"  {row['trace']}: {row['mb']} MB, read {row['read_s']} s, view step {row['step_s']} s")
+    lines.append("  warm server, then after each pass of cancels and uploads: RSS "
+                 + " → ".join(f"{x} MB" for x in report["rss_mb_after_each_pass"])
+                 + f"; upload folder {report['upload_folder_mb_before']} → {report['upload_folder_mb_after']} MB")
+    return "\n".join(lines)
