@@ -99,13 +99,23 @@ def _folder_bytes(folder) -> int:
 
 
 def worst_traces(progress) -> list[dict]:
-    """Legal worst cases built from real tiny runs: read + check, then one step of the heaviest view."""
-    import explorer
-    from .run import summarize
+    """The worst legal traces read and checked, then one step of the heaviest view (server side)."""
     from .viz.views.tree import tree_html
     from .viz.views.ts import posterior_figure
 
-    rows = []
+    rows = [_timed(name, text, view) for (name, text), view in zip(worst_trace_texts(), (posterior_figure, tree_html))]
+    for row in rows:
+        progress(f"{row['trace']}: {row['mb']} MB, read + check {row['read_s']} s, a step of its view "
+                 f"{row['step_s']} s")
+    return rows
+
+
+def worst_trace_texts() -> list[tuple[str, str]]:
+    """(name, JSON) of legal worst cases built from real tiny runs: a Thompson-sampling trace of
+    ``MAX_TRACE_ROUNDS`` rounds with γ + 1 = 65 θ each, and a BiTA round with a 1 000-input tree."""
+    import explorer
+    from .run import summarize
+
     ts = explorer.decode("tiny-random:1", "abcabc", draft="model:tiny-random:2:1", controller="beta-ts", gamma=64,
                          max_new_tokens=96)
     rounds, context = [], len(ts.prompt_ids)
@@ -117,7 +127,6 @@ def worst_traces(progress) -> list[dict]:
     many = dataclasses.replace(ts, rounds=tuple(rounds), output_ids=output, text="",
                                settings=dataclasses.replace(ts.settings, max_new_tokens=len(output)),
                                summary=summarize(tuple(rounds), 0.0, "max_new_tokens"))
-    rows.append(_timed(f"beta-ts, γ = 64, {MAX_TRACE_ROUNDS} rounds of 65 θ", many.to_json(), posterior_figure))
     bita = explorer.decode("tiny-random:1", "abcabc", method="bita", max_new_tokens=8)
     data = json.loads(bita.to_json())
     r = next(r for r in data["rounds"] if r.get("tree"))
@@ -127,11 +136,8 @@ def worst_traces(progress) -> list[dict]:
                      positions=[{"kind": "node", "node": i} for i in range(n)], attention=["1" * n] * n,
                      sees_prompt=[True] * n, accepted_path=[], next_group=-1)
     r.update(n_accepted=0, drafted=[], q_drafted=[], p_drafted=[], uniforms=[], draft_top=[])
-    rows.append(_timed(f"bita, a {n}-input tree", json.dumps(data), tree_html))
-    for row in rows:
-        progress(f"{row['trace']}: {row['mb']} MB, read + check {row['read_s']} s, a step of its view "
-                 f"{row['step_s']} s")
-    return rows
+    return [(f"beta-ts, γ = 64, {MAX_TRACE_ROUNDS} rounds of 65 θ", many.to_json()),
+            (f"bita, a {n}-input tree", json.dumps(data))]
 
 
 def _timed(name: str, text: str, view) -> dict:

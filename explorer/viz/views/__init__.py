@@ -81,3 +81,13 @@ def views_for(trace) -> list[MethodView]:
 def note_for(method: str) -> MethodNote | None:
     discover()
     return NOTES.get(method)
+
+
+MAX_ROUNDS_DRAWN = 256  # bars or columns a per-round panel draws at most
+
+
+def drawn_rounds(count: int, selected: int, most: int = MAX_ROUNDS_DRAWN) -> tuple[list[int], int]:
+    """Indices of the rounds a per-round panel draws, and the stride: every round, or every k-th and the
+    selected one (a legal trace has 4 096 rounds: thousands of SVG bars redrawn at every step)."""
+    every = max(1, -(-count // most))
+    return [j for j in range(count) if j % every == 0 or j == selected], every

@@ -9,19 +9,21 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from ..style import FATE_COLOURS, RUN_COLOUR, base_layout
-from . import MethodView, register
+from . import MethodView, drawn_rounds, register
 
 
 def acceptance_figure(trace, round_index: int) -> go.Figure:
-    rounds = [r.index + 1 for r in trace.rounds]
-    accepted = [r.n_accepted for r in trace.rounds]
-    refused = [len(r.drafted) - r.n_accepted for r in trace.rounds]
+    selected = max(0, min(int(round_index), len(trace.rounds) - 1)) + 1
+    drawn, every = drawn_rounds(len(trace.rounds), selected - 1)
     running, tested, kept = [], 0, 0
     for r in trace.rounds:  # the running α̂ (``engine.trace.alpha_hat`` over the rounds so far)
         kept += r.n_accepted
         tested += r.tested
         running.append(kept / tested if tested else None)
-    selected = max(0, min(int(round_index), len(trace.rounds) - 1)) + 1
+    rounds = [trace.rounds[j].index + 1 for j in drawn]
+    accepted = [trace.rounds[j].n_accepted for j in drawn]
+    refused = [len(trace.rounds[j].drafted) - trace.rounds[j].n_accepted for j in drawn]
+    running = [running[j] for j in drawn]
     fig = go.Figure()
     fig.add_trace(go.Bar(x=rounds, y=accepted, name="accepted drafts", marker_color=FATE_COLOURS["accepted"],
                          hovertemplate="round %{x}<br>accepted: %{y} tokens<extra></extra>"))
@@ -37,7 +39,8 @@ def acceptance_figure(trace, round_index: int) -> go.Figure:
         yaxis={"title": {"text": "drafted tokens"}, "rangemode": "tozero"},
         yaxis2={"title": {"text": "α̂ (acceptance rate)"}, "overlaying": "y", "side": "right", "range": [0, 1.02]},
     )
-    return base_layout(fig, f"Drafted vs accepted tokens per round (selected: round {selected})", height=320)
+    thinned = f", every {every}th of {len(trace.rounds)} rounds drawn" if every > 1 else ""
+    return base_layout(fig, f"Drafted vs accepted tokens per round (selected: round {selected}{thinned})", height=320)
 
 
 register(MethodView(

@@ -26,7 +26,7 @@ from plotly.subplots import make_subplots
 
 from ..style import DRAFT_COLOUR, FATE_COLOURS, OKABE_ITO, base_layout, empty_figure
 from ..text import label
-from . import MethodView, register
+from . import MethodView, drawn_rounds, register
 
 KINDS = ("beta-ts", "cali-ts")
 BINS = 100
@@ -41,7 +41,7 @@ SELECTED = {"color": "#6b7280", "dash": "dot", "width": 1.5}
 # -- reading the trace -------------------------------------------------------------------------------
 
 
-MAX_THETA_MARKS = 6000  # sampled θ drawn at most; past it every k-th round's (and the selected one's)
+MAX_THETA_MARKS = 2000  # sampled θ drawn at most; past it every k-th round's (and the selected one's)
 
 
 def ts_kind(trace) -> str | None:
@@ -159,10 +159,13 @@ def posterior_figure(trace, round_index: int) -> go.Figure:
         return empty_figure(title, "No round drafted, so the controller never sampled θ: nothing to show.")
     xs = [r.index + 1 for r in trace.rounds]
     selected = _selected(trace, round_index)
-    z = np.full((BINS, len(xs)), np.nan, dtype=np.float32)  # (θ bins, rounds)
-    for j, p in enumerate(posteriors):
-        if p is not None:
-            z[:, j] = p[0]
+    # at most MAX_ROUNDS_DRAWN rounds' densities and bars (every k-th, and the selected one): 4 096 columns
+    # made a 2.9 MB figure that the browser redrew at every step
+    columns, every = drawn_rounds(len(xs), selected)
+    z = np.full((BINS, len(columns)), np.nan, dtype=np.float32)  # (θ bins, rounds drawn)
+    for k, j in enumerate(columns):
+        if posteriors[j] is not None:
+            z[:, k] = posteriors[j][0]
     finite = z[np.isfinite(z)]
     zmax = float(np.percentile(finite, 99.5)) if finite.size else 1.0
 
@@ -171,7 +174,7 @@ def posterior_figure(trace, round_index: int) -> go.Figure:
                                         "Draft length the samples produced, and what the target accepted"))
     domain = fig.layout.yaxis.domain
     fig.add_trace(go.Heatmap(
-        x=xs, y=GRID, z=z, zmin=0, zmax=max(zmax, 1e-6), colorscale="Blues", name="posterior density",
+        x=[xs[j] for j in columns], y=GRID, z=z, zmin=0, zmax=max(zmax, 1e-6), colorscale="Blues", name="posterior density",
         colorbar={"title": {"text": "density<br>p(θ)"}, "len": domain[1] - domain[0], "y": sum(domain) / 2,
                   "yanchor": "middle", "thickness": 12},
         hovertemplate="round %{x}<br>θ = %{y:.2f}<br>density p(θ) = %{z:.2f}<extra></extra>"), row=1, col=1)
@@ -196,18 +199,19 @@ def posterior_figure(trace, round_index: int) -> go.Figure:
             marker={"color": DRAFT_COLOUR, "size": 5, "line": {"color": "#ffffff", "width": 0.5}},
             hovertemplate="round %{x}<br>%{customdata}<extra></extra>"), row=1, col=1)
 
-    means = [p[1] if p is not None else None for p in posteriors]
-    desc = [p[2] if p is not None else "no draft step: no posterior sampled" for p in posteriors]
+    means = [posteriors[j][1] if posteriors[j] is not None else None for j in columns]
+    desc = [posteriors[j][2] if posteriors[j] is not None else "no draft step: no posterior sampled" for j in columns]
+    shown_x = [xs[j] for j in columns]
     mean_name = "posterior mean α/(α + β)" if kind == "beta-ts" else "posterior mean μ (first draft step)"
     fig.add_trace(go.Scatter(
-        x=xs, y=means, customdata=desc, name=mean_name, mode="lines+markers", connectgaps=False,
+        x=shown_x, y=means, customdata=desc, name=mean_name, mode="lines+markers", connectgaps=False,
         line={"color": MEAN_COLOUR, "width": 2}, marker={"size": 6},
         hovertemplate="round %{x}<br>mean θ = %{y:.3f}<br>%{customdata}<extra></extra>"), row=1, col=1)
-    drafted = [len(r.drafted) for r in trace.rounds]
-    accepted = [r.n_accepted for r in trace.rounds]
-    fig.add_trace(go.Bar(x=xs, y=drafted, name="drafted tokens (realised draft length)", marker_color=DRAFT_COLOUR,
+    drafted = [len(trace.rounds[j].drafted) for j in columns]
+    accepted = [trace.rounds[j].n_accepted for j in columns]
+    fig.add_trace(go.Bar(x=shown_x, y=drafted, name="drafted tokens (realised draft length)", marker_color=DRAFT_COLOUR,
                          opacity=0.6, hovertemplate="round %{x}<br>drafted %{y} tokens<extra></extra>"), row=2, col=1)
-    fig.add_trace(go.Bar(x=xs, y=accepted, name="accepted drafts", marker_color=FATE_COLOURS["accepted"],
+    fig.add_trace(go.Bar(x=shown_x, y=accepted, name="accepted drafts", marker_color=FATE_COLOURS["accepted"],
                          hovertemplate="round %{x}<br>accepted %{y} drafts<extra></extra>"), row=2, col=1)
     gamma = getattr(trace.settings, "gamma", None)
     if gamma:
@@ -218,6 +222,8 @@ def posterior_figure(trace, round_index: int) -> go.Figure:
     fig.update_yaxes(title_text="θ (probability)", range=[0, 1], row=1, col=1)
     fig.update_yaxes(title_text="tokens", rangemode="tozero", row=2, col=1)
     _round_axes(fig, xs)
+    if every > 1:
+        title += f" · every {every}th of {len(xs)} rounds drawn"
     base_layout(fig, f"{title} · selected: round {selected + 1}", height=560, legend_below=True)
     fig.update_layout(margin={"r": 90})
     return fig
