@@ -10,6 +10,7 @@ import json
 import os
 import re
 import sys
+import time
 
 from .errors import ExplorerError, one_line
 from .limits import clip
@@ -516,12 +517,23 @@ def _audit(args) -> int:
         raise ExplorerError(f"unknown method {method!r}")
     common = dict(method=method, draft=args.draft, gamma=args.gamma, controller=args.controller, chat=not args.raw,
                   **method_options(args))
+    def say(line: str) -> None:  # progress on stderr: the audit's words alone go to stdout
+        print(line, file=sys.stderr, flush=True)
+
+    say(f"greedy audit: {method} and plain decoding, {args.max_new_tokens} tokens each…")
     trace = decode(args.model, args.prompt, max_new_tokens=args.max_new_tokens, **common)
     plain = decode(args.model, args.prompt, method="ar", max_new_tokens=args.max_new_tokens, chat=not args.raw)
-    print(_plain_text(greedy_audit_text(trace, plain, greedy_audit(trace, plain))))
+    print(_plain_text(greedy_audit_text(trace, plain, greedy_audit(trace, plain))), flush=True)
     if args.runs:
+        started = time.perf_counter()
+
+        def progress(done: int, total: int) -> None:
+            if done == 1 or done % max(1, total // 10) == 0 or done == total:
+                left = (time.perf_counter() - started) / done * (total - done)
+                say(f"sampling audit: run {done} of {total}, about {left:.0f} s left")
+
         result = sampling_audit(args.model, args.prompt, runs=args.runs, temperature=args.temperature,
-                                top_k=args.top_k, top_p=args.top_p, seed=args.seed, **common)
+                                top_k=args.top_k, top_p=args.top_p, seed=args.seed, progress=progress, **common)
         note = note_for(method)
         print(_plain_text(sampling_audit_text(result, lossy=note is not None and note.lossy)))
     return 0
