@@ -99,3 +99,15 @@ def test_the_status_names_the_trained_draft_and_warns_when_none_fits(lookup, ar)
     bare = dataclasses.replace(lookup, draft="early-exit:5",
                                draft_about="early-exit:5: first 5 layers + untrained exit after layer 5")
     assert "⚠ No trained draft ships for these weights" in viz.run_summary(bare, ar)
+
+
+def test_a_mean_verification_length_is_not_rounded_into_t1_over_t1(lookup, ar, monkeypatch):
+    """Issue 29: "T(1)/T(1) = 1.65" when verifications ran 1.4 tokens on average (rounded to 1)."""
+    import dataclasses
+
+    from explorer.viz import explain
+
+    cost = dataclasses.replace(round_cost(lookup, ar), verify_tokens=1.4, verify_ratio=1.65)
+    monkeypatch.setattr(explain, "round_cost", lambda trace, baseline: cost)
+    text = viz.speed_explanation(lookup, ar)
+    assert "T(1.4)/T(1) = 1.65" in text and "T(1)/T(1)" not in text

@@ -94,9 +94,13 @@ def speed_explanation(trace, baseline=None) -> str:
         _verdict(cost),
     ]
     if cost.verify_ratio is not None and cost.verify_tokens is not None:
-        lines.append(f"One verification ran {cost.verify_tokens:.1f} tokens through the target and cost "
-                     f"{cost.verify_ratio:.2f}× a one-token forward (T({cost.verify_tokens:.0f})/T(1) = "
-                     f"{cost.verify_ratio:.2f} on this machine; on a GPU it is close to 1).")
+        # k is a mean over rounds: "T(1)/T(1) = 1.65" (1.4 rounded) read as a contradiction
+        k = cost.verify_tokens
+        shown = f"{k:.0f}" if abs(k - round(k)) < 0.05 else f"{k:.1f}"
+        lines.append(f"One verification ran {k:.1f} tokens through the target and cost "
+                     f"{cost.verify_ratio:.2f}× a one-token forward (T({shown})/T(1) = "
+                     f"{cost.verify_ratio:.2f} on this machine, k = {shown} tokens on average; on a GPU it is close "
+                     "to 1).")
     lines += _theorem(trace, cost, measured)
     return "\n\n".join(lines)
 
