@@ -365,11 +365,20 @@ def markdown(report: dict, text: Callable[[object], str] | None = None) -> str:
         lines.append(f"\nMeasured verify cost T(n)/T(1) for n = 1…{len(ratios)}: "
                      + ", ".join(f"{x:.2f}" for x in ratios))
     if m:
-        def meta(key):
-            return "?" if m.get(key) is None else text(m[key])
+        def part(template: str, *keys: str) -> str | None:
+            """``template`` filled with the meta's values, or None when one is missing (a race or "your
+            runs" report has fewer of them than a benchmark's): a missing value is left out, never a "?"."""
+            if any(m.get(key) is None for key in keys):
+                return None
+            return template.format(*(text(m[key]) for key in keys))
 
-        lines.append(f"\n{meta('model')} on {meta('device')} ({meta('dtype')}, {meta('torch_threads')} threads), "
-                     f"{meta('prompts')} prompts × {meta('repeats')} repeats, {meta('max_new_tokens')} new tokens, "
-                     f"temperature {meta('temperature')}, γ = {meta('gamma')} ({meta('controller')})"
-                     + {True: "; our decoding on the CPU fast path.", False: "; CPU fast path off."}.get(m.get("fast_path"), "."))
+        where = part("{} on {}", "model", "device") or part("{}", "model")
+        how = ", ".join(x for x in (part("{}", "dtype"), part("{} threads", "torch_threads")) if x)
+        parts = [(where or "") + (f" ({how})" if how else ""),
+                 part("{} prompts × {} repeats", "prompts", "repeats"), part("{} new tokens", "max_new_tokens"),
+                 part("temperature {}", "temperature"), part("γ = {} ({})", "gamma", "controller")]
+        shown = ", ".join(x for x in parts if x)
+        if shown:
+            lines.append("\n" + shown + {True: "; our decoding on the CPU fast path.",
+                                          False: "; CPU fast path off."}.get(m.get("fast_path"), "."))
     return "\n".join(lines)

@@ -44,3 +44,12 @@ def test_a_system_may_carry_its_own_gamma():
 def test_unknown_systems_are_refused(name):
     with pytest.raises(ExplorerError, match="unknown system"):
         bench.parse_system(name, 4, "fixed")
+
+
+def test_a_report_with_part_of_the_meta_says_no_question_marks():
+    """Issue 29: a race's report footnote read "? threads … γ = ? (?)"."""
+    from explorer import bench
+
+    row = {"system": "speculative:prompt-lookup:3", "tokens_per_s": 10.0, "speedup_vs_ar": 1.2}
+    table = bench.markdown({"rows": [row], "meta": {"model": "default", "prompts": 1, "repeats": 1}})
+    assert "?" not in table and table.splitlines()[-1] == "default, 1 prompts × 1 repeats."
