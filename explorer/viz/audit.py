@@ -46,11 +46,18 @@ def greedy_audit_text(trace, baseline, audit) -> str:
     return words
 
 
+# How a run's first token came about (``RoundTrace.emitted_kind``), in words: "was … in 40" ("came 40
+# corrected" read as a number of tokens)
+PATH_WORDS = {"accepted": "a draft the target accepted", "corrected": "the target's correction after a refusal",
+              "bonus": "the target's bonus token after every draft passed", "target": "the target's own (no draft)"}
+
+
 def sampling_audit_text(audit, lossy: bool) -> str:
     """Markdown for a ``SamplingAudit``: the χ² test's verdict from its numbers."""
-    paths = ", ".join(f"{n} {kind}" for kind, n in sorted(audit.paths.items(), key=lambda kv: -kv[1]))
+    paths = ", ".join(f"{PATH_WORDS.get(kind, kind)} in {n}" for kind, n in
+                      sorted(audit.paths.items(), key=lambda kv: -kv[1]))
     head = (f"**Sampling audit**: {audit.runs} seeded runs at temperature {audit.temperature:g}; the first token "
-            f"came {paths}. Pearson's χ² = {audit.chi2:.1f} over {audit.dof} degrees of freedom, **p = "
+            f"was {paths}. Pearson's χ² = {audit.chi2:.1f} over {audit.dof} degrees of freedom, **p = "
             f"{audit.p_value:.3g}**.")
     if audit.impossible:
         return head + f" ⚠ {audit.impossible} draws were tokens the target gives probability 0."
