@@ -33,4 +33,14 @@ assumes a verification costs one step; the page also prices it with the T(γ+1)/
 position i with α^i. **Acceptance by position** a_i: the share of drafts whose position i was accepted (real
 drafters fall faster than α^i). **Mean acceptance length**: tokens per target forward, 1 + a_1 + … + a_γ
 (what serving engines such as vLLM report). **What if**'s speed-up at γ: that length over γ·c + T(γ+1)/T(1).
+
+EESD's own measures (Appendix D of the EESD paper): **v_d**, accepted drafts ÷ drafted tokens (how often the
+draft is right); **r_d**, accepted drafts ÷ output tokens (how much of the text the draft wrote); **HM**,
+their harmonic mean; **eq. 14**, EESD's predicted speed-up v_d / ((c − v_d)·r_d + v_d). **θ_M**: calibrated
+Thompson sampling's predicted chance, from the draft's own hidden state, that its next token is accepted
+(a small trained predictor); **θ̂** its running estimate from the run.
+
+**004**: the reproduction report of speculative decoding (Tulsian, Goyal and Aggarwal) that this project
+also implements; its **Algorithm 2** is speculative beam search (method `beam`, rule `004`, approximate),
+beside Leviathan et al.'s exact rule (their Appendix A.4).
 """
