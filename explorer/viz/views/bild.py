@@ -86,7 +86,8 @@ def bild_events_figure(trace, round_index: int):
     rb_rounds = [r for r in rounds if r.detail.get("rollback")]
     fig.add_trace(go.Scatter(
         x=[r.index + 1 for r in rb_rounds], y=[r.detail["rollback"]["distance"] for r in rb_rounds],
-        mode="markers", name="rollback distance", marker={"color": FLUSHED_COLOUR, "symbol": "x", "size": 9},
+        mode="markers", name="rollback: the large model's surprise at the small one's token, −log p_L (nats)",
+        marker={"color": FLUSHED_COLOUR, "symbol": "x", "size": 9},
         customdata=[[label(trace, r.detail["rollback"]["replaced"]), label(trace, r.detail["rollback"]["replacement"]),
                      r.detail["rollback"]["flushed"]] for r in rb_rounds],
         hovertemplate="round %{x}<br>−log p_L = %{y:.2f} nats<br>%{customdata[0]} → %{customdata[1]}"
@@ -99,7 +100,7 @@ def bild_events_figure(trace, round_index: int):
     for row in (1, 2):
         fig.add_vline(x=selected, line={"color": "#6b7280", "dash": "dot", "width": 1}, row=row, col=1)
     fig.update_yaxes(title_text="probability", range=[0, 1.05], row=1, col=1)
-    fig.update_yaxes(title_text="nats", rangemode="tozero", row=2, col=1)
+    fig.update_yaxes(title_text="−log p_L (nats)", rangemode="tozero", row=2, col=1)
     fig.update_xaxes(title_text="round", row=2, col=1)
     return base_layout(fig, "BiLD hand-overs: fallback and rollback per round", height=460, legend_below=True)
 
