@@ -520,7 +520,8 @@ def _audit(args) -> int:
     def say(line: str) -> None:  # progress on stderr: the audit's words alone go to stdout
         print(line, file=sys.stderr, flush=True)
 
-    say(f"greedy audit: {method} and plain decoding, {args.max_new_tokens} tokens each…")
+    if args.runs and not args.temperature > 0:  # before any work, and before any progress line
+        raise ExplorerError("the sampling audit needs a temperature above 0 (greedy runs have the greedy audit)")
     trace = decode(args.model, args.prompt, max_new_tokens=args.max_new_tokens, **common)
     plain = decode(args.model, args.prompt, method="ar", max_new_tokens=args.max_new_tokens, chat=not args.raw)
     print(_plain_text(greedy_audit_text(trace, plain, greedy_audit(trace, plain))), flush=True)

@@ -28,7 +28,7 @@ def test_token_view_colours_by_model_and_strikes_rollbacks():
 def test_events_figure_has_thresholds_and_labelled_axes():
     fig = bild.bild_events_figure(TRACE, 2)
     assert fig.layout.title.text.startswith("BiLD")
-    assert fig.layout.yaxis.title.text == "probability" and fig.layout.yaxis2.title.text == "nats"
+    assert fig.layout.yaxis.title.text == "probability" and fig.layout.yaxis2.title.text == "−log p_L (nats)"
     assert fig.layout.xaxis2.title.text == "round"
     rollbacks = [r for r in TRACE.rounds if r.event == "rollback"]
     assert len(fig.data[1].x) == len(rollbacks)
