@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import time
 from pathlib import Path
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
@@ -16,6 +17,13 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"]
+
+
+def busy_seconds(window: float = 1.0) -> float:
+    """CPU seconds this process (the served app runs in it) spends over ``window`` wall seconds."""
+    start = time.process_time()
+    time.sleep(window)
+    return time.process_time() - start
 
 
 def free_port() -> int:

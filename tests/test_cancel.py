@@ -7,20 +7,13 @@ import threading
 import time
 
 import pytest
-from conftest_ui import served_app
+from conftest_ui import busy_seconds, served_app
 from gradio_client import Client
 
 import explorer
 from explorer import sweep
 from explorer.errors import ExplorerError
 from explorer.ui import jobs
-
-
-def busy_seconds(window: float = 1.0) -> float:
-    """CPU seconds this process spends over ``window`` wall seconds (2 cores: at most 2 × window)."""
-    start = time.process_time()
-    time.sleep(window)
-    return time.process_time() - start
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import urllib.error
 import urllib.request
 
 import pytest
-from conftest_ui import CHROMIUM, CHROMIUM_ARGS, served_app
+from conftest_ui import CHROMIUM, CHROMIUM_ARGS, busy_seconds, served_app
 
 from explorer.ui import jobs
 
@@ -17,12 +17,6 @@ if not CHROMIUM.exists():
     pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium)", allow_module_level=True)
 
 from playwright.sync_api import expect, sync_playwright  # noqa: E402
-
-
-def busy_seconds(window: float = 1.0) -> float:
-    start = time.process_time()
-    time.sleep(window)
-    return time.process_time() - start
 
 
 @pytest.fixture(scope="module")

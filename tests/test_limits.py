@@ -103,7 +103,8 @@ def test_every_limit_is_stated_in_security_md():
     security = open(os.path.join(os.path.dirname(os.path.dirname(__file__)), "SECURITY.md"), encoding="utf-8").read()
     for variable in ("EXPLORER_MAX_NEW_TOKENS", "EXPLORER_MAX_PROMPT_CHARS", "EXPLORER_MAX_TRACE_MB",
                      "EXPLORER_MAX_TRACE_ROUNDS", "EXPLORER_MAX_TRACE_TOKENS", "EXPLORER_MODEL_CACHE_MB",
-                     "EXPLORER_HF_ALLOW", "EXPLORER_HF_MAX_PARAMS_M"):
+                     "EXPLORER_HF_ALLOW", "EXPLORER_HF_MAX_PARAMS_M", "EXPLORER_SESSION_TRACES_MB",
+                     "EXPLORER_STORED_TRACES_MB", "EXPLORER_UPLOADS_MB"):
         assert variable in security
         assert variable in open(limits.__file__, encoding="utf-8").read()
     assert models.check_hub_id("HuggingFaceTB/SmolLM2-135M-Instruct") == "HuggingFaceTB/SmolLM2-135M-Instruct"

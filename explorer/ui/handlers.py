@@ -47,7 +47,7 @@ LIVE_PLOTS_EVERY_S = 2.0
 # the same moment from loading the same model twice.
 LOAD_LOCK = threading.Lock()
 TRACE_DIR = Path(tempfile.gettempdir()) / "spec-explorer-traces"
-TRACE_FILE_MAX_AGE_S = 3600  # a session that never said goodbye (a killed tab) loses its file after this
+TRACE_FILE_MAX_AGE_S = disk.MAX_AGE_S  # a session that never said goodbye (a killed tab) loses its file after this
 # BiLD's small model writes by itself, so it must be a model with distributions, not a lookup.
 BILD_DRAFTS = ("model:", "early-exit:")
 BILD_DEFAULT_DRAFT = "early-exit:8"
