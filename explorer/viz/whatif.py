@@ -79,6 +79,6 @@ def whatif_figure(results: list[dict]) -> go.Figure:
     return fig
 
 
-def _short(name: str, most: int = 48) -> str:
+def _short(name: str, most: int = 34) -> str:
     """A legend's name within a phone's width (the words under the chart carry the whole name)."""
     return name if len(name) <= most else name[: most - 1] + "…"
