@@ -2,7 +2,7 @@
 
 from . import methods
 from .api import METHODS, Decoding, decode, eesd_preset, method_preset, stream
-from .engine.trace import RoundTrace, RunTrace
+from .trace import RoundTrace, RunTrace
 from .errors import ExplorerError, ModelLoadError, TraceFormatError
 from .models import LoadedModel, load
 

@@ -17,7 +17,8 @@ from .methods.eesd import exits
 from .engine import fast
 from .engine.controllers import DEFAULT_CONTROLLER, DEFAULT_GAMMA, check_controller
 from .engine.sampling import SamplingConfig
-from .engine.trace import RunTrace, Settings
+from .trace import RunTrace, Settings
+from .drafts import draft_forms
 from .errors import ExplorerError
 from .limits import MAX_NEW_TOKENS, MAX_PROMPT_CHARS, MODEL_CACHE_BYTES, MAX_SEED, MAX_SPEC_CHARS, clip
 from .models import LoadedModel, load
@@ -63,10 +64,11 @@ def stream(model, prompt: str | None = None, *, prompt_ids: list[int] | None = N
         raise ExplorerError(f"max_new_tokens must be a whole number from 1 to {MAX_NEW_TOKENS}, got {max_new_tokens!r}")
     ids = _prompt_ids(target, prompt, prompt_ids, chat, max_new_tokens)
     if chosen.draft == "required" and draft is None:
-        raise ExplorerError(f"method {chosen.name!r} needs a draft: model:<name>, early-exit:N, feature-head or "
-                           "prompt-lookup:n")
+        raise ExplorerError(f"method {chosen.name!r} needs a draft: {draft_forms()}")
+    chosen.check_draft(draft, method_options)
     settings = Settings(temperature=cfg.temperature, top_k=cfg.top_k, top_p=cfg.top_p, gamma=gamma,
-                        controller=controller, seed=seed, max_new_tokens=max_new_tokens, chat=chat)
+                        controller=controller, seed=seed, max_new_tokens=max_new_tokens, chat=chat,
+                        lossy=chosen.is_lossy(method_options))
     request = methods.Request(target, prompt, ids, cfg, settings, draft if chosen.draft != "none" else None,
                               lambda spec: load_cached(spec, device, dtype))
     return chosen.start(request, method_options)

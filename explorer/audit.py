@@ -97,6 +97,7 @@ class SamplingAudit:
     impossible: int
     paths: dict
     token_text: dict  # id → its text piece, for the binned tokens
+    lossy: bool = False  # the method, with the options audited, may differ from the target (its runs say so)
 
 
 def chi_square(counts: dict[int, int], probs: dict[int, float], runs: int) -> tuple[float, int, float, tuple, int]:
@@ -171,5 +172,5 @@ def sampling_audit(model, prompt: str | None = None, *, prompt_ids: list[int] | 
     probs = {t: float(p[t]) for t in support}
     chi2, dof, p_value, bins, impossible = chi_square(counts, probs, runs)
     return SamplingAudit(runs=runs, temperature=float(temperature), chi2=chi2, dof=dof, p_value=p_value, bins=bins,
-                         impossible=impossible, paths=paths,
+                         impossible=impossible, paths=paths, lossy=trace.settings.lossy,
                          token_text=target.token_texts([t for t, _, _ in bins if t is not None]))

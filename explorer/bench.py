@@ -25,7 +25,7 @@ from .engine import fast
 from .methods.bita.tree import TREE_KINDS
 from .engine.controllers import DEFAULT_CONTROLLER, DEFAULT_GAMMA
 from .engine.costs import verify_cost_curve
-from .engine.trace import acceptance_by_position, alpha_hat
+from .trace import acceptance_by_position, alpha_hat
 from .errors import ExplorerError
 from .methods.eesd.exits import exit_for
 from .methods.bita import BitaOptions

@@ -1,17 +1,57 @@
-"""Draft specs to drafters: ``model:<name>``, ``early-exit:N[:untrained]``, ``feature-head[:untrained]``
-and ``prompt-lookup:n``.
-
-Outside the engine on purpose: an early-exit draft is EESD's (``explorer.methods.eesd``: the shipped exit
-layer, its θ_M predictor, the shared-cache forward) and a feature head EAGLE's (``explorer.methods.eagle``),
-both built on the engine.
+"""Draft specs to drafters: ``<kind>:<argument>``, each kind registered once with the form it is written in
+and how it is built (``register_kind``): ``model:<name>`` and ``prompt-lookup:n`` here; ``early-exit:N``
+(EESD's exit, ``explorer.methods.eesd``) and ``feature-head`` (EAGLE's head, ``explorer.methods.eagle``)
+by the method packages that own them, so nothing here names a method. A spec with ``>`` is a draft chain
+(kind ``chain``), which only the hierarchical method runs.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
 
 from .engine.drafters import Drafter, ForwardDrafter, PromptLookupDrafter
 from .engine.forward import full_forward
 from .errors import ExplorerError
 from .limits import clip
+from .untrusted import Record
+
+
+@dataclass(frozen=True)
+class DraftKind:
+    """One kind of draft: ``build(spec, argument, target, load_model)`` gives its drafter (``argument``:
+    what follows ``<name>:``); ``form`` is how it is written, for messages; ``detail`` the keys its
+    drafter adds to a round's ``detail`` (checked when a trace is loaded); ``glossary`` its words."""
+
+    name: str
+    form: str
+    build: Callable[[str, str, object, Callable], Drafter]
+    detail: Record | None = None
+    glossary: str = ""
+
+
+KINDS: dict[str, DraftKind] = {}
+
+
+def register_kind(kind: DraftKind) -> DraftKind:
+    KINDS[kind.name] = kind
+    return kind
+
+
+def draft_kind(spec: str) -> str:
+    """The kind a draft spec names: ``chain`` for ``a>b``, else what comes before the first colon."""
+    return "chain" if ">" in spec else spec.strip().partition(":")[0]
+
+
+def draft_forms() -> str:
+    """The registered kinds as they are written: "model:<name>, prompt-lookup:n, … or feature-head"."""
+    forms = [k.form for k in KINDS.values()]
+    return ", ".join(forms[:-1]) + " or " + forms[-1] if len(forms) > 1 else "".join(forms)
+
+
+def kinds_in(spec: str | None) -> list[DraftKind]:
+    """The registered kinds a (recorded) draft spec names, a chain's each."""
+    return [KINDS[k] for part in str(spec or "").split(">") if (k := draft_kind(part)) in KINDS]
 
 
 def make_drafter(spec, target, load_model, verifying_method: str | None = None) -> Drafter:
@@ -35,30 +75,11 @@ def _drafter(spec, target, load_model) -> Drafter:
         return _model_drafter(load_model(spec), target)
     if ">" in spec:
         raise ExplorerError(f"{clip(spec, 60)} is a draft chain (smaller>larger): run it with method hierarchical")
-    kind, _, arg = spec.strip().partition(":")
-    if kind == "model" and arg:
-        return _model_drafter(load_model(arg), target, spec)
-    if kind == "early-exit":
-        # here, not at the top: the eesd method's module imports this one (its draft is such a spec)
-        from .methods.eesd.drafter import early_exit_drafter
-
-        n_text, _, variant = arg.partition(":")
-        n = positive_int(n_text, spec, "early-exit:N (N = layers of the target to keep)")
-        if variant not in ("", "untrained"):
-            raise ExplorerError(f"bad draft {spec!r}: write early-exit:N or early-exit:N:untrained")
-        return early_exit_drafter(spec, n, variant != "untrained", target)
-    if kind == "feature-head":
-        from .methods.eagle.drafter import feature_head_drafter
-
-        if arg not in ("", "untrained"):
-            raise ExplorerError(f"bad draft {clip(spec, 60)}: write feature-head or feature-head:untrained")
-        return feature_head_drafter(spec.strip(), arg != "untrained", target)
-    if kind == "prompt-lookup":
-        n = positive_int(arg, spec, "prompt-lookup:n (n = the n-gram size)")
-        return PromptLookupDrafter(n)
-    raise ExplorerError(
-        f"unknown draft {clip(spec, 60)}: use model:<name>, early-exit:N, feature-head or prompt-lookup:n"
-    )
+    name, _, argument = spec.strip().partition(":")
+    kind = KINDS.get(name)
+    if kind is None:
+        raise ExplorerError(f"unknown draft {clip(spec, 60)}: use {draft_forms()}")
+    return kind.build(spec.strip(), argument, target, load_model)
 
 
 def _model_drafter(draft, target, spec: str | None = None) -> ForwardDrafter:
@@ -87,3 +108,17 @@ def positive_int(text: str, spec: str, form: str) -> int:
     except ValueError:
         raise ExplorerError(f"bad draft {spec!r}: write {form} with a whole number >= 1") from None
     return value
+
+
+def _model(spec, argument, target, load_model):
+    if not argument:
+        raise ExplorerError(f"bad draft {spec!r}: write model:<name>")
+    return _model_drafter(load_model(argument), target, spec)
+
+
+def _prompt_lookup(spec, argument, target, load_model):
+    return PromptLookupDrafter(positive_int(argument, spec, "prompt-lookup:n (n = the n-gram size)"))
+
+
+register_kind(DraftKind("model", "model:<name>", _model))
+register_kind(DraftKind("prompt-lookup", "prompt-lookup:n", _prompt_lookup))

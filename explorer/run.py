@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from . import theory
-from .engine.trace import RoundTrace, RunTrace, Settings, Summary, alpha_hat
+from .trace import RoundTrace, RunTrace, Settings, Summary, alpha_hat
 from .models import LoadedModel
 
 
@@ -15,9 +15,8 @@ class Decoding:
 
     def __init__(self, target: LoadedModel, method: str, draft_name: str | None, settings: Settings,
                  prompt_ids: list[int], prompt: str | None, rounds: Iterator[tuple[RoundTrace, float] | None],
-                 draft_about: str | None = None, lossy: bool = False):
+                 draft_about: str | None = None):
         self.target = target
-        self.lossy = lossy
         self.draft_about = draft_about
         self.method = method
         self.draft_name = draft_name
@@ -77,7 +76,7 @@ class Decoding:
         return RunTrace(
             method=self.method, model=self.target.name, draft=self.draft_name, settings=self.settings,
             prompt_ids=self.prompt_ids, output_ids=tuple(output), text=self.target.decode(output),
-            rounds=rounds, summary=summarize(rounds, self._record_s, stop, self.lossy), prompt=self.prompt,
+            rounds=rounds, summary=summarize(rounds, self._record_s, stop, self.settings.lossy), prompt=self.prompt,
             draft_about=self.draft_about,
             device=str(self.target.device), dtype=str(self.target.dtype).replace("torch.", ""),
             token_text=self.target.token_texts(every_id),

@@ -646,7 +646,7 @@ def from_trace(trace, name: str | None = None) -> Acceptance:
     """A run of this explorer: accepted ÷ tested drafts at each position (a draft after a rejection is
     never tested), chained into shares; with a controller that varies γ the shares are those of drafts that
     got that far, as if every round had drafted K. Its own c is the run's measured draft cost."""
-    from .engine.trace import acceptance_by_position
+    from .trace import acceptance_by_position
 
     rounds = [r for r in trace.rounds if r.drafted]
     tested, accepted = acceptance_by_position(rounds)

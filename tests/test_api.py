@@ -5,7 +5,7 @@ import itertools
 import pytest
 
 import explorer
-from explorer.engine.trace import check_invariants
+from explorer.trace import check_invariants
 
 
 def test_stream_yields_rounds_and_a_stopped_run_is_a_usable_trace(tiny_target, tiny_draft):

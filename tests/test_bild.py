@@ -6,7 +6,7 @@ import pytest
 
 import explorer
 from explorer import quality, sweep
-from explorer.engine.trace import check_invariants
+from explorer.trace import check_invariants
 
 PROMPT = "Why is the sky blue?"
 
@@ -86,7 +86,7 @@ def test_quality_measures():
 
 @pytest.mark.parametrize("kwargs,message", [
     (dict(fallback_threshold=1.5), "α_FB"), (dict(rollback_threshold=-1), "α_RB"),
-    (dict(max_small_steps=0), "max_small_steps"), (dict(draft="prompt-lookup:2"), "gives distributions"),
+    (dict(max_small_steps=0), "max_small_steps"), (dict(draft="prompt-lookup:2"), "must give distributions"),
     (dict(draft=None), "needs a draft"),
 ])
 def test_bad_bild_settings(tiny_target, tiny_draft, kwargs, message):

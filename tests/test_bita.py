@@ -15,7 +15,7 @@ from explorer.methods.bita.tree import (BitaConfig, BitaStep, attention_allowed,
                                   position_ids, walk)
 from explorer.engine.rounds import run_rounds
 from explorer.engine.sampling import Rng, SamplingConfig
-from explorer.engine.trace import check_tree
+from explorer.trace import check_tree
 from explorer.errors import ExplorerError
 
 
@@ -253,7 +253,7 @@ def test_compact_cache_keeps_the_prefix_and_the_chosen_rows():
 def test_round_trace_carries_the_tree(default_model):
     trace = explorer.decode(default_model, PROMPTS[0], method="bita", bita_tree="efficient", bita_masks=3,
                             bita_top_k=2, max_new_tokens=12)
-    assert explorer.engine.trace.check_invariants(trace) == []
+    assert explorer.trace.check_invariants(trace) == []
     first, later = trace.rounds[0], trace.rounds[1:]
     assert first.tree["nodes"] == [] and [p["kind"] for p in first.tree["positions"]] == ["mask"] * 3
     for r in later:

@@ -46,7 +46,7 @@ def test_controller_state_is_recorded_per_round(tiny_target, tiny_draft):
 
 def test_cost_aware_drafts_nothing_when_verification_is_dear_and_acceptance_low():
     from explorer.engine.controllers import CostAware
-    from explorer.engine.trace import Timing
+    from explorer.trace import Timing
 
     flat = CostAware(4, (0.1, 0.1, 0.1, 0.1, 0.1))  # a GPU-like curve: verifying 5 costs one step
     assert flat.draft_length() == 4  # optimistic prior, free drafts: draft the most
@@ -64,7 +64,7 @@ def test_cost_aware_keeps_acceptance_apart_per_evidence():
     """1-gram prompt-lookup matches that keep failing stop being drafted; 3-gram matches that pay go on,
     where one global α would have averaged the two."""
     from explorer.engine.controllers import CostAware
-    from explorer.engine.trace import Timing
+    from explorer.trace import Timing
 
     ctl = CostAware(4, (0.1, 0.16, 0.17, 0.18, 0.19))
     for _ in range(10):

@@ -10,7 +10,7 @@ import explorer
 from explorer import theory, viz
 from explorer.engine.controllers import DynamicGamma, make_controller
 from explorer.engine.sampling import SamplingConfig
-from explorer.engine.trace import Timing
+from explorer.trace import Timing
 from explorer.viz.views.dynamic import dynamic_figure
 
 # T(n)/T(1) for n = 1…17 with a CPU-like rise (flat to 5, then 10 % per token)

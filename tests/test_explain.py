@@ -70,7 +70,7 @@ def test_the_status_speaks_plain_words_first_and_symbols_on_demand(lookup, ar):
 
 
 def test_acceptance_by_position_and_accepted_lengths_add_up():
-    from explorer.engine.trace import acceptance_by_position
+    from explorer.trace import acceptance_by_position
     from explorer.viz.views.positions import accepted_lengths, expected_accepts, positions_figure
     for name in ("prompt_lookup", "sampled_tiny", "bild", "bita"):
         trace = load(name)

@@ -89,7 +89,7 @@ def test_lenient_method_exact_at_one_and_lossy_below(default_model):
 def test_the_page_says_lenience_is_lossy_and_draws_its_view(default_model):
     t = explorer.decode(default_model, PROMPT, method="lenient", draft="prompt-lookup:2", lenience=0.2,
                         max_new_tokens=16)
-    banner = viz.method_banner("lenient", explorer.METHODS["lenient"])
+    banner = viz.method_banner("lenient", explorer.METHODS["lenient"], t.settings.lossy)
     assert "Lossy method" in banner and "1/l" in banner
     assert "lenience" in {v.name for v in viz.views_for(t)}
     fig = lenience_figure(t, 0)

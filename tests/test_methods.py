@@ -14,7 +14,8 @@ import pytest
 import explorer
 from explorer import cli, methods
 from explorer.engine.drafters import PromptLookupDrafter
-from explorer.engine.trace import SCHEMA, SCHEMA_V1
+from explorer.trace import SCHEMA
+from explorer.trace.migrate import SCHEMA_V1
 from explorer.methods.bild import BildOptions
 from explorer.methods.bita import BitaOptions
 from explorer.methods.speculative import run_speculative
@@ -25,7 +26,12 @@ PROMPT = "one two three one two three one two"
 
 def test_every_method_is_registered_once_in_order():
     assert list(explorer.METHODS) == ["ar", "speculative", "eesd", "eagle", "bild", "bita", "lenient", "hierarchical", "beam", "synthetic"]
-    assert {name for name, m in methods.discover().items() if m.lossy} == {"bild", "lenient"}
+    defaults = {name: m.make_options({}) for name, m in methods.discover().items()}
+    assert {name for name, m in methods.discover().items() if m.is_lossy(defaults[name])} == {"bild", "lenient"}
+    beam = methods.get("beam")  # lossy by its options: the 004 rule is approximate, lenience 1 is exact
+    assert beam.is_lossy(beam.make_options({"beam_rule": "004"})) and not beam.is_lossy(beam.make_options({}))
+    lenient = methods.get("lenient")
+    assert not lenient.is_lossy(lenient.make_options({"lenience": 1.0}))
 
 
 @pytest.mark.parametrize("make,words", [

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 import explorer
-from explorer.engine.trace import SCHEMA, check_invariants
+from explorer.trace import SCHEMA, check_invariants
 
 DATA = Path(__file__).parent / "data"
 

@@ -11,7 +11,6 @@ import pytest
 
 import explorer
 from explorer import bench, limits, viz
-from explorer import methods
 from explorer.api import summarize
 from explorer.errors import ExplorerError
 from explorer.ui.sections import load_bench_report
@@ -300,7 +299,7 @@ def repeated(trace, rounds: int):
     out = tuple(out)
     return dataclasses.replace(trace, rounds=out, output_ids=tuple(t for r in out for t in r.emitted),
                                summary=summarize(out, trace.summary.record_s, trace.summary.stop_reason,
-                                                 methods.get(trace.method).lossy))
+                                                 trace.settings.lossy))
 
 
 @pytest.fixture(scope="module")

@@ -63,7 +63,7 @@ def test_cali_without_a_predictor_uses_its_prior_and_makes_by_name():
 
 def test_eq14_summary_is_finite_when_nothing_is_accepted():
     from explorer.api import summarize
-    from explorer.engine.trace import RoundTrace, Timing
+    from explorer.trace import RoundTrace, Timing
 
     rounds = tuple(RoundTrace(index=i, context_len=3 + i, drafted=(5, 6), q_drafted=(0.5, 0.5), p_drafted=(0.1, 0.1),
                               n_accepted=0, emitted=(7,), emitted_kind=("corrected",), p_emitted=(0.9,), event="rejected",
@@ -111,7 +111,7 @@ def test_priced_ts_stops_where_the_next_token_does_not_pay():
 
 
 def test_priced_ts_learns_c_from_the_rounds_and_records_it():
-    from explorer.engine.trace import Timing
+    from explorer.trace import Timing
 
     ctrl = make_controller("beta-ts-priced", 4, (0.1, 0.11, 0.12, 0.13, 0.14), seed=1)
     ctrl.draft_length()

@@ -331,9 +331,9 @@ def test_a_new_method_plugs_in_with_one_registration(sampled):
                             lambda t, i: f"<p>round {i + 1} of {len(t.rounds)}</p>", kind="html")
     try:
         views.register(view)
-        views.register_note("speculative", "A test note.", lossy=True)
+        views.register_note("speculative", "A test note.")
         assert view in views.views_for(sampled)
-        banner = viz.method_banner("speculative", explorer.METHODS["speculative"])
+        banner = viz.method_banner("speculative", explorer.METHODS["speculative"], lossy=True)
         assert "A test note." in banner and "Lossy method" in banner and "lossy" in banner
     finally:
         views.VIEWS.pop("test-rounds", None)

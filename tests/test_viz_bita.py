@@ -17,7 +17,7 @@ def test_views_apply_to_bita_traces_only_and_the_note_says_lossless():
     ar = explorer.load_trace((DATA / "trace_ar.json").read_text())
     assert not {"bita-tree", "bita-rounds"} & {v.name for v in views_for(ar)}
     note = note_for("bita")
-    assert note is not None and not note.lossy and "lossless" in note.text
+    assert note is not None and not TRACE.settings.lossy and "lossless" in note.text
 
 
 def test_every_round_draws_its_tree_and_its_mask():

@@ -12,7 +12,7 @@ import pytest
 
 import explorer
 from explorer import viz
-from explorer.engine.trace import RoundTrace, RunTrace, Settings, Summary, Timing, check_invariants
+from explorer.trace import RoundTrace, RunTrace, Settings, Summary, Timing, check_invariants
 from explorer.viz.views import ts, views_for
 
 DATA = Path(__file__).parent / "data"

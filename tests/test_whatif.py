@@ -156,7 +156,7 @@ def test_sglang_gauge_and_log():
 def test_the_explorers_own_run_and_report(tiny_target, tiny_draft):
     trace = explorer.decode(tiny_target, prompt_ids=[5, 6, 7, 8], draft=tiny_draft, gamma=4, max_new_tokens=40)
     drafter = whatif.read(trace.to_json())[0]
-    from explorer.engine.trace import acceptance_by_position
+    from explorer.trace import acceptance_by_position
 
     tested, accepted = acceptance_by_position([r for r in trace.rounds if r.drafted])
     assert drafter.share[0] == pytest.approx(accepted[0] / tested[0])

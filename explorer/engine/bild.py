@@ -33,7 +33,7 @@ from .drafters import ForwardDrafter
 from .forward import full_forward
 from .sampling import Rng, SamplingConfig, choose, distribution
 from .rounds import TOP_ALTERNATIVES, Round, run_rounds, top_pairs
-from .trace import RoundTrace, Timing
+from ..trace import RoundTrace, Timing
 
 
 @dataclass(frozen=True)

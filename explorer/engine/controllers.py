@@ -19,7 +19,7 @@ import torch
 from .. import theory
 from ..errors import ExplorerError
 from ..limits import MAX_GAMMA
-from .trace import Timing
+from ..trace import Timing
 
 
 DEFAULT_GAMMA = 4  # tokens drafted per round when a call names none (every entry point reads it here)

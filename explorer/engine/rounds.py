@@ -22,7 +22,7 @@ from typing import Callable, Iterator
 
 import torch
 
-from .trace import RoundTrace
+from ..trace import RoundTrace
 
 TOP_ALTERNATIVES = 5  # alternatives per position kept in a record (draft_top, target_top, residual_top)
 

@@ -27,7 +27,7 @@ from .drafters import NO_PROPOSAL, Drafter, Proposal
 from .forward import full_forward
 from .rounds import TOP_ALTERNATIVES, Round, run_rounds, top_pairs
 from .sampling import Rng, SamplingConfig, distribution
-from .trace import RoundTrace, Timing
+from ..trace import RoundTrace, Timing
 
 
 def decode_rounds(target, drafter: Drafter | None, controller: Controller, cfg: SamplingConfig,

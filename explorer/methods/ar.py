@@ -13,5 +13,6 @@ register(Method(
     options=None,
     start=lambda request, options: run_speculative(request, None, "ar"),
     draft="none",
+    draft_words="plain decoding: no drafter",
     controller=False,
 ))

@@ -46,7 +46,7 @@ from ..engine.acceptance import greedy_accept
 from ..engine.cache import CachedForward, common_prefix
 from ..engine.forward import full_forward
 from ..engine.sampling import SamplingConfig
-from ..engine.trace import RoundTrace, Timing
+from ..trace import RoundTrace, Timing
 from ..errors import ExplorerError
 from ..run import Decoding
 from ..untrusted import Refused
@@ -445,7 +445,7 @@ def start(request: Request, options: BeamOptions) -> Decoding:
         yield from trace_rounds(search.rounds, search.search, len(request.prompt_ids), options.rule, options.width)
 
     return Decoding(request.target, "beam", drafter.spec, settings, request.prompt_ids, request.prompt, rounds(),
-                    drafter.about, lossy=options.rule == "004")
+                    drafter.about)
 
 
 def check_round(data: dict, path: str) -> None:
@@ -491,10 +491,15 @@ register(Method(
     name="beam",
     summary="speculative beam search: exact (Leviathan et al. A.4: the draft's beam search checked step by step, "
             "identical to beam search on the target) or 004 (the reproduction's Algorithm 2, approximate); greedy",
-    lossy=False,
+    lossy=lambda options: options is not None and options.rule == "004",
     options=BeamOptions,
     start=start,
     controller=False,
     gamma=True,  # the draft's steps per round; no controller chooses them
     check_round=check_round,
+    drafts=lambda options: ("model", "early-exit") if options is None or options.rule == "exact"
+    else ("model", "early-exit", "prompt-lookup"),
+    default_draft="early-exit:4",
+    draft_words="Beam search's exact rule runs the draft's own beam search, so the draft must give distributions: "
+                "model:<name> or early-exit:N (the 004 rule also takes prompt-lookup:n).",
 ))

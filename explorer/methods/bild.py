@@ -12,6 +12,8 @@ from ..drafts import make_drafter
 from ..errors import ExplorerError
 from ..limits import MAX_GAMMA
 from ..run import Decoding
+from ..trace.schema import GAMMA, ID, PROB, RATIO
+from ..untrusted import BOOL, Maybe, Record, one_of
 from . import Method, Options, Request, option, register
 
 
@@ -47,7 +49,16 @@ def start(request: Request, options: BildOptions) -> Decoding:
     rounds = bild_rounds(request.target, drafter, config, request.sampling, request.prompt_ids,
                          settings.max_new_tokens, request.rng())
     return Decoding(request.target, "bild", drafter.spec, settings, request.prompt_ids, request.prompt, rounds,
-                    drafter.about, lossy=True)
+                    drafter.about)
+
+
+ROLLBACK = Record({"position": GAMMA, "distance": RATIO, "replaced": ID, "replacement": ID, "flushed": GAMMA},
+                  ("position", "distance", "replaced", "replacement", "flushed"), strict=False)
+# the keys BiLD's views read from a round's detail (written by ``rounds.bild_rounds``)
+DETAIL = Record({
+    "reason": one_of(("confidence", "end", "cap")), "small_max_prob": Maybe(PROB), "fallback_threshold": Maybe(PROB),
+    "rollback_threshold": Maybe(RATIO), "rollback": Maybe(ROLLBACK), "large_pass": BOOL,
+}, strict=False)
 
 
 def check_round(data: dict, path: str) -> None:
@@ -80,5 +91,9 @@ register(Method(
     options=BildOptions,
     start=start,
     controller=False,
+    detail=DETAIL,
     check_round=check_round,
+    drafts=("model", "early-exit"),
+    default_draft="early-exit:8",
+    draft_words="BiLD's small model writes by itself, so it must give distributions: model:<name> or early-exit:N.",
 ))

@@ -182,4 +182,8 @@ register(Method(
     options=HierarchicalOptions,
     start=start,
     check_round=check_round,
+    drafts=("chain",),
+    default_draft="prompt-lookup:3>early-exit:4",  # measured: the faster of the two shipped chains
+    draft_words="A hierarchical draft is a chain, smallest first, e.g. prompt-lookup:3>early-exit:4 (prompt lookup "
+                "drafts for the early exit, the early exit for the target).",
 ))

@@ -9,6 +9,8 @@ from __future__ import annotations
 import dataclasses
 
 from ..drafts import make_drafter
+from ..limits import MAX_GAMMA
+from ..untrusted import ListOf, Record, number, whole
 from . import Method, Options, Request, option, register
 from .speculative import run_speculative
 
@@ -27,14 +29,20 @@ class LenientOptions(Options):
 def start(request: Request, options: LenientOptions):
     drafter = make_drafter(request.draft, request.target, request.load)
     request.settings = dataclasses.replace(request.settings, options=options.as_dict())
-    return run_speculative(request, drafter, "lenient", options.lenience, lossy=options.lenience < 1)
+    return run_speculative(request, drafter, "lenient", options.lenience)
+
+
+# the keys the lenience view reads from a round's detail (written by the engine's round loop)
+DETAIL = Record({"lenience": number(0.01, 1),
+                 "lenient_accepts": ListOf(whole(0, MAX_GAMMA), MAX_GAMMA, "a list of draft positions")}, strict=False)
 
 
 register(Method(
     name="lenient",
     summary="speculative sampling with lenience l (Leviathan et al. A.5): accepts drafts the target finds at least "
             "l times as likely; lossy below l = 1",
-    lossy=True,
+    lossy=lambda options: options is None or options.lenience < 1,
     options=LenientOptions,
     start=start,
+    detail=DETAIL,
 ))

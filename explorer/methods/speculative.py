@@ -12,8 +12,7 @@ from ..run import Decoding
 from . import Method, Request, register
 
 
-def run_speculative(request: Request, drafter: Drafter | None, name: str, lenience: float = 1.0,
-                    lossy: bool = False) -> Decoding:
+def run_speculative(request: Request, drafter: Drafter | None, name: str, lenience: float = 1.0) -> Decoding:
     """The round loop of Algorithm 1 with ``drafter`` (None: ``ar``) and the request's controller;
     ``lenience`` < 1: Appendix A.5's lossy accept rule."""
     target, s = request.target, request.settings
@@ -23,7 +22,7 @@ def run_speculative(request: Request, drafter: Drafter | None, name: str, lenien
     rounds = decode_rounds(target, drafter, ctrl, request.sampling, request.prompt_ids, s.max_new_tokens,
                            request.rng(), lenience)
     return Decoding(target, name, drafter.spec if drafter else None, s, request.prompt_ids, request.prompt, rounds,
-                    drafter.about if drafter else None, lossy)
+                    drafter.about if drafter else None)
 
 
 def start(request: Request, options) -> Decoding:

@@ -122,4 +122,5 @@ register(Method(
     options=SyntheticOptions,
     start=start,
     draft="none",
+    draft_words="the synthetic draft of the options below (α and c): no drafter",
 ))

@@ -18,7 +18,6 @@ from explorer.errors import one_line
 from explorer import viz
 from explorer.audit import MAX_AUDIT_RUNS, sampling_audit
 from explorer.viz.audit import sampling_audit_figure, sampling_audit_text
-from explorer.viz.views import note_for
 
 from .inputs import decode_options, whole
 from .jobs import WORK, stopped
@@ -79,8 +78,7 @@ def wire_audit(page: Page, section: AuditSection, concurrency_limit: int) -> Non
         except Exception:  # the stack trace goes to the log, never to the page
             log.exception("sampling audit failed")
             raise gr.Error("something went wrong on the server during the audit (it is logged)") from None
-        note = note_for(options["method"])
-        words = sampling_audit_text(result, lossy=note is not None and note.lossy)
+        words = sampling_audit_text(result, lossy=result.lossy)
         return {section.words: f"{viz.safe_markdown(options['method'])}: {words}", section.plot: sampling_audit_figure(result)}
 
     section.button.click(run_audit, inputs={*page.run_inputs(), section.runs}, outputs=[section.words, section.plot],

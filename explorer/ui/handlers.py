@@ -48,11 +48,6 @@ LIVE_PLOTS_EVERY_S = 2.0
 LOAD_LOCK = threading.Lock()
 TRACE_DIR = Path(tempfile.gettempdir()) / "spec-explorer-traces"
 TRACE_FILE_MAX_AGE_S = disk.MAX_AGE_S  # a session that never said goodbye (a killed tab) loses its file after this
-# BiLD's small model writes by itself, so it must be a model with distributions, not a lookup.
-BILD_DRAFTS = ("model:", "early-exit:")
-BILD_DEFAULT_DRAFT = "early-exit:8"
-BEAM_DEFAULT_DRAFT = "early-exit:4"
-HIERARCHICAL_DEFAULT_DRAFT = "prompt-lookup:3>early-exit:4"  # measured: the faster of the two shipped chains
 NOTHING_TO_STOP = "■ Nothing is running: Stop ends a decode after its current round."
 
 
@@ -170,7 +165,7 @@ class Handlers:
         else:
             updates[p.round_slider] = gr.Slider(maximum=max(n, 2))
         if first:
-            updates[p.banner] = viz.method_banner(trace.method, explorer.METHODS.get(trace.method))
+            updates[p.banner] = viz.method_banner(trace.method, explorer.METHODS.get(trace.method), trace.settings.lossy)
             updates[p.why] = "**Why this speed** is explained here when the run ends."
             updates[p.audit] = "**Lossless audit** when the run ends."
             updates.update(self._pause())
@@ -192,7 +187,7 @@ class Handlers:
         updates = {
             p.trace_state: trace,
             p.round_slider: _slider(n, opening + 1),
-            p.banner: viz.method_banner(trace.method, explorer.METHODS.get(trace.method)),
+            p.banner: viz.method_banner(trace.method, explorer.METHODS.get(trace.method), trace.settings.lossy),
             p.latency: viz.latency_figure(trace, baseline),
             p.theory: viz.theory_figure(alpha, c, c_hat, trace, baseline),
             p.status: viz.run_summary(trace, baseline),
@@ -305,45 +300,41 @@ class Handlers:
         return {self.page.theory: viz.theory_figure(alpha, c, c_hat, trace, baseline)}
 
     def method_changed(self, method, model="default", draft=None):
-        """The banner describes the chosen method; ``ar`` has no drafter; ``eesd`` and ``eagle`` fill in their
-        preset (trained draft, controller, γ cap) so the page shows what the method runs; ``bild``
-        swaps a drafter it cannot use (prompt lookup gives no distribution) for a small model it can."""
+        """The banner describes the chosen method and the controls follow its record: no drafter for a
+        method that drafts by itself (said in the box); a preset method (eesd, eagle) fills in what it
+        runs for this model; any other keeps a draft the user typed when it is one the method runs, and
+        otherwise switches to the method's default draft and says why. γ and the controller show only
+        where they apply."""
         p = self.page
         chosen = methods.discover().get(method)
-        takes_draft = chosen is not None and chosen.draft != "none"
-        # γ and the controller only for methods that use them (BiLD caps its own turns, BiTA drafts M)
-        controlled = chosen is not None and chosen.controller
-        drafts_gamma = chosen is not None and (chosen.controller if chosen.gamma is None else chosen.gamma)
-        note = f"1 to {MAX_GAMMA}" if drafts_gamma else f"not used by {method}"
-        updates = {p.banner: viz.method_banner(method, explorer.METHODS.get(method)),
-                   p.draft: gr.Dropdown(interactive=takes_draft),
+        if chosen is None:
+            return {}
+        takes_draft = chosen.draft != "none"
+        defaults = chosen.make_options({})
+        note = f"1 to {MAX_GAMMA}" if chosen.uses_gamma else f"not used by {method}"
+        updates = {p.banner: viz.method_banner(method, chosen.summary, chosen.is_lossy(defaults)),
+                   p.draft: gr.Dropdown(interactive=takes_draft, info=None),
                    # what does not apply is hidden, not just greyed out (γ and the controller for bita, say)
-                   p.gamma: gr.Number(interactive=drafts_gamma, visible=drafts_gamma, info=note),
-                   p.controller: gr.Dropdown(interactive=controlled, visible=controlled), **p.options.visible_for(method)}
-        if method == "bild" and not str(draft or "").strip().startswith(BILD_DRAFTS):
-            updates[p.draft] = gr.Dropdown(value=BILD_DEFAULT_DRAFT, interactive=True)
-            updates[p.status] = viz.safe_markdown(f"BiLD's small model must give distributions: the drafter is now "
-                                                  f"{BILD_DEFAULT_DRAFT} (model:<name> works too).")
-        if method == "beam" and not str(draft or "").strip().startswith(BILD_DRAFTS):
-            updates[p.draft] = gr.Dropdown(value=BEAM_DEFAULT_DRAFT, interactive=True)
-            updates[p.status] = viz.safe_markdown(f"Beam search's exact rule runs the draft's own beam search, so the "
-                                                  f"draft must give distributions: the drafter is now {BEAM_DEFAULT_DRAFT} "
-                                                  "(the 004 rule takes any draft).")
-        if method == "hierarchical" and ">" not in str(draft or ""):
-            updates[p.draft] = gr.Dropdown(value=HIERARCHICAL_DEFAULT_DRAFT, interactive=True)
-            updates[p.status] = viz.safe_markdown(f"A hierarchical draft is a chain, smallest first: the drafter is now "
-                                                  f"{HIERARCHICAL_DEFAULT_DRAFT} (prompt lookup drafts for the early "
-                                                  "exit, the early exit for the target).")
-        if chosen is not None and chosen.preset is not None:  # eesd, eagle: what the method runs for this model
+                   p.gamma: gr.Number(interactive=chosen.uses_gamma, visible=chosen.uses_gamma, info=note),
+                   p.controller: gr.Dropdown(interactive=chosen.controller, visible=chosen.controller),
+                   **p.options.visible_for(method)}
+        typed = str(draft or "").strip()
+        if not takes_draft:  # the box shows no draft rather than one that would not run
+            updates[p.draft] = gr.Dropdown(value="", interactive=False, info=chosen.draft_words or None)
+        elif chosen.preset is not None:  # eesd, eagle: what the method runs for this model
             try:
                 preset = explorer.method_preset(method, (model or "default").strip())
             except explorer.ExplorerError as err:
                 return {**updates, p.status: f"⚠️ {viz.safe_markdown(err)}"}
-            updates.update({p.draft: gr.Dropdown(value=preset["draft"], interactive=True),
+            updates.update({p.draft: gr.Dropdown(value=preset["draft"], interactive=True, info=None),
                             p.controller: gr.Dropdown(value=preset["controller"], interactive=True, visible=True),
                             p.gamma: gr.Number(value=preset["gamma"], interactive=True, visible=True, info=note),
                             p.status: f"{method.upper()} preset: {preset['draft']}, {preset['controller']}, γ cap "
                                       f"{preset['gamma']}. {preset.get('why', '')}"})
+        elif not chosen.accepts_draft(typed, defaults):
+            updates[p.draft] = gr.Dropdown(value=chosen.default_draft, interactive=True, info=None)
+            why = f"{chosen.draft_words} " if chosen.draft_words else ""
+            updates[p.status] = viz.safe_markdown(f"{why}The drafter is now {chosen.default_draft}.")
         return updates
 
     def upload(self, data, alpha, c, c_hat, request: gr.Request):

@@ -6,7 +6,6 @@ import plotly.graph_objects as go
 
 from .style import BASELINE_COLOUR, FATE_COLOURS, base_layout, empty_figure
 from .text import label, quoted, safe_markdown
-from .views import note_for
 
 NEAR_TIE = 1e-3  # logits: a margin this small can flip when the same sums are added in another order
 
@@ -15,7 +14,7 @@ def greedy_audit_text(trace, baseline, audit) -> str:
     """Markdown for ``explorer.audit.greedy_audit``'s result (``audit``; None: say why there is none)."""
     if trace is None or not trace.rounds:
         return ""
-    lossy = note_for(trace.method) is not None and note_for(trace.method).lossy
+    lossy = trace.settings.lossy
     if trace.method == "ar":
         return "**Lossless audit.** This is plain decoding itself: the reference other runs are audited against."
     if trace.settings.temperature != 0:

@@ -29,7 +29,7 @@ def run_summary(trace, baseline=None) -> str:
     measured = measured_speedup(trace, baseline)
     if measured is not None and trace.method != "ar":
         plain.append(f"measured ×{measured:.2f} plain decoding ({baseline.summary.tokens_per_s:.1f} tokens/s)")
-    if note_for(trace.method) is not None and note_for(trace.method).lossy and baseline is not None:
+    if trace.settings.lossy and baseline is not None:
         # linear in the length (ROUGE-L is quadratic, and an uploaded trace may hold 40 000 tokens)
         output, reference = list(trace.output_ids), list(baseline.output_ids)
         diverges = first_divergence(output, reference)
@@ -91,16 +91,16 @@ def eesd_metrics(summary) -> list[str]:
     return parts
 
 
-def method_banner(method: str, description: str | None) -> str:
+def method_banner(method: str, description: str | None, lossy: bool = False) -> str:
     """HTML above the results: the method's name and description, its registered note, and a warning
-    for lossy methods (whose output need not follow the target model's distribution)."""
+    when the run (or the method with the options on the page) is ``lossy``: its output need not follow
+    the target model's distribution."""
     note = note_for(method)
     body = f"<b>{html.escape(method)}</b>"
     if description:
         body += f" — {html.escape(description)}"
     if note is not None:
         body += f"<div class='method-note'>{html.escape(note.text)}</div>"
-    lossy = note is not None and note.lossy
     if lossy:
         body += ("<div class='method-lossy'>⚠ Lossy method: its output can differ from what the target model "
                  "alone would produce.</div>")

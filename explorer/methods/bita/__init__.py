@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 
 from ...run import Decoding
+from ...trace.schema import COUNT, NAME
+from ...untrusted import Record
 from .. import Method, Options, Request, option, register
 from .tokens import tokens_for
 from .tree import MAX_TOP_K, TREE_KINDS, BitaConfig, bita_rounds
@@ -39,6 +41,11 @@ def start(request: Request, options: BitaOptions) -> Decoding:
                     rounds, tokens.describe())
 
 
+# the keys BiTA's views read from a round's detail (written by ``tree.bita_rounds``)
+DETAIL = Record({"tree": NAME, "masks": COUNT, "top_k": COUNT, "tokens": NAME, "input_positions": COUNT,
+                 "nodes": COUNT}, strict=False)
+
+
 register(Method(
     name="bita",
     summary="BiTA (Lin et al.): trained mask tokens draft a token tree that the target verifies while drafting the "
@@ -47,5 +54,7 @@ register(Method(
     options=BitaOptions,
     start=start,
     draft="none",
+    draft_words="BiTA drafts with its own trained mask tokens: no drafter",
     controller=False,
+    detail=DETAIL,
 ))

@@ -41,7 +41,7 @@ import torch
 from ...engine.forward import fast_decoder, lm_head
 from ...engine.rounds import TOP_ALTERNATIVES, Round, run_rounds, top_pairs
 from ...engine.sampling import Rng, SamplingConfig, choose, distribution
-from ...engine.trace import RoundTrace, Timing
+from ...trace import RoundTrace, Timing
 from ...errors import ExplorerError
 
 TREE_KINDS = {

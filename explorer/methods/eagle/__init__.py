@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from ...drafts import make_drafter
 from .. import Method, register
+from . import drafter  # noqa: F401  (registers the feature-head draft kind)
 from ..speculative import run_speculative
 from .head import eagle_preset
 

@@ -31,11 +31,15 @@ from __future__ import annotations
 
 import torch
 
+from ...drafts import DraftKind, register_kind
 from ...engine.cache import CachedForward, common_prefix, crop_cache, new_cache
 from ...engine.drafters import NO_PROPOSAL, Drafter, Proposal
 from ...engine.fast import PackedLinear, fast_view, packable
 from ...engine.forward import fast_decoder, lm_head, run_layers
 from ...engine.sampling import choose, distribution
+from ...errors import ExplorerError
+from ...limits import MAX_GAMMA, clip
+from ...untrusted import ListOf, Record, number
 from .head import FeatureHead, head_for
 
 
@@ -167,3 +171,14 @@ class FeatureHeadDrafter(Drafter):
 def feature_head_drafter(spec: str, trained: bool, target) -> FeatureHeadDrafter:
     """``feature-head`` (the head shipped for the target) or ``feature-head:untrained``."""
     return FeatureHeadDrafter(spec, head_for(target.model, trained=trained), target)
+
+
+def _build(spec: str, argument: str, target, load_model) -> FeatureHeadDrafter:
+    if argument not in ("", "untrained"):
+        raise ExplorerError(f"bad draft {clip(spec, 60)}: write feature-head or feature-head:untrained")
+    return feature_head_drafter(spec, argument != "untrained", target)
+
+
+# the keys the feature-head view reads from a round's detail
+DETAIL = Record({"feature_cos": ListOf(number(-1, 1), MAX_GAMMA, "a list of cosine similarities")}, strict=False)
+register_kind(DraftKind("feature-head", "feature-head", _build, detail=DETAIL))

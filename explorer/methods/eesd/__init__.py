@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ...drafts import make_drafter
 from .. import Method, register
+from . import drafter  # noqa: F401  (registers the early-exit draft kind)
 from ..speculative import run_speculative
 from .exits import eesd_preset
 

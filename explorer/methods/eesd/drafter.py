@@ -3,7 +3,9 @@ verifying in one shared KV cache, with the θ_M predictor that calibrated Thomps
 
 from __future__ import annotations
 
+from ...drafts import DraftKind, positive_int, register_kind
 from ...engine.drafters import ForwardDrafter
+from ...errors import ExplorerError
 from .exits import exit_for
 from .self_draft import DraftRunner, SelfSpeculation, SharedVerifier
 from .theta_predictor import find_predictor, load_predictor
@@ -35,3 +37,14 @@ def _theta_predictor(model, head):
     """The trained θ_M predictor shipped beside a trained exit, if any."""
     path = find_predictor(model, head.n_layers) if head.trained else None
     return load_predictor(model, path) if path is not None else None
+
+
+def _build(spec: str, argument: str, target, load_model) -> ForwardDrafter:
+    n_text, _, variant = argument.partition(":")
+    n = positive_int(n_text, spec, "early-exit:N (N = layers of the target to keep)")
+    if variant not in ("", "untrained"):
+        raise ExplorerError(f"bad draft {spec!r}: write early-exit:N or early-exit:N:untrained")
+    return early_exit_drafter(spec, n, variant != "untrained", target)
+
+
+register_kind(DraftKind("early-exit", "early-exit:N", _build))

@@ -11,7 +11,7 @@ itself (``discover``), gives every view a slot, and shows the slot only for trac
         applies=lambda trace: trace.method == "bild",
         render=rollback_figure,            # (trace, round_index) -> plotly Figure (kind="plot") or HTML str
     ))
-    register_note("bild", "BiLD is lossy: its output can differ from the target's.", lossy=True)
+    register_note("bild", "BiLD is lossy: its output can differ from the target's.")
 
 Views must be plain functions of the trace (no model, no torch, no gradio), so that an uploaded trace
 replays them without a model.
@@ -44,12 +44,11 @@ class MethodView:
 
 @dataclass(frozen=True)
 class MethodNote:
-    """What the page says above a method's results; ``lossy`` adds a warning that its output may
-    differ from the target model's own distribution."""
+    """What the page says above a method's results (whether a run is lossy is the run's own record:
+    ``settings.lossy``)."""
 
     method: str
     text: str
-    lossy: bool = False
 
 
 def register(view: MethodView) -> MethodView:
@@ -58,9 +57,9 @@ def register(view: MethodView) -> MethodView:
     return view
 
 
-def register_note(method: str, text: str, lossy: bool = False) -> MethodNote:
+def register_note(method: str, text: str) -> MethodNote:
     """Set the note shown with a method's traces."""
-    NOTES[method] = MethodNote(method, text, lossy)
+    NOTES[method] = MethodNote(method, text)
     return NOTES[method]
 
 

@@ -16,7 +16,7 @@ def acceptance_figure(trace, round_index: int) -> go.Figure:
     selected = max(0, min(int(round_index), len(trace.rounds) - 1)) + 1
     drawn, every = drawn_rounds(len(trace.rounds), selected - 1)
     running, tested, kept = [], 0, 0
-    for r in trace.rounds:  # the running α̂ (``engine.trace.alpha_hat`` over the rounds so far)
+    for r in trace.rounds:  # the running α̂ (``trace.alpha_hat`` over the rounds so far)
         kept += r.n_accepted
         tested += r.tested
         running.append(kept / tested if tested else None)

@@ -159,4 +159,4 @@ register(MethodView(name="bild-events", title="BiLD: fallback and rollback", app
                     description="The small model's confidence at each hand-over and each rollback's distance."))
 register_note("bild", "BiLD is lossy: the small model writes and the large model only steps in on a fallback or "
                       "a rollback, so the output can differ from the large model's own. The agreement with the "
-                      "large model's output is measured against the autoregressive baseline run.", lossy=True)
+                      "large model's output is measured against the autoregressive baseline run.")

@@ -16,7 +16,7 @@ import html
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ...engine.trace import acceptance_by_position
+from ...trace import acceptance_by_position
 from ..style import BASELINE_COLOUR, FATE_COLOURS, FATE_LABELS, base_layout, empty_figure
 from ..text import label
 from ..tokens import round_fates

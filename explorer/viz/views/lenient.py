@@ -55,4 +55,4 @@ register_note("lenient", "Lenience (Leviathan et al. A.5) accepts a draft with p
                          "when the target gives it at least l × its top probability — so below l = 1 the output can "
                          "differ from the target's (no token more than 1/l times as likely as the target makes it). "
                          "Token agreement with the target's own output is measured against the autoregressive "
-                         "baseline run.", lossy=True)
+                         "baseline run.")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ...engine.trace import acceptance_by_position
+from ...trace import acceptance_by_position
 from ..style import BASELINE_COLOUR, FATE_COLOURS, base_layout
 from . import MethodView, register
 
