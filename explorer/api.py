@@ -70,7 +70,7 @@ def stream(model, prompt: str | None = None, *, prompt_ids: list[int] | None = N
                         controller=controller, seed=seed, max_new_tokens=max_new_tokens, chat=chat,
                         lossy=chosen.is_lossy(method_options))
     request = methods.Request(target, prompt, ids, cfg, settings, draft if chosen.draft != "none" else None,
-                              lambda spec: load_cached(spec, device, dtype))
+                              lambda spec: load_cached(spec, device, dtype), chosen.round_tokens)
     return chosen.start(request, method_options)
 
 

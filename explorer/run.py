@@ -11,37 +11,45 @@ from .models import LoadedModel
 
 
 class Decoding:
-    """A run in progress: iterate for rounds; ``trace()`` at any time for the run so far."""
+    """A run in progress: iterate for rounds; ``trace()`` at any time for the run so far.
 
-    def __init__(self, target: LoadedModel, method: str, draft_name: str | None, settings: Settings,
-                 prompt_ids: list[int], prompt: str | None, rounds: Iterator[tuple[RoundTrace, float] | None],
-                 draft_about: str | None = None):
-        self.target = target
-        self.draft_about = draft_about
+    Built from the method's ``request`` (target, prompt, and the record's ``round_tokens``: the ids a
+    round names beyond the common fields, whose text the trace carries). The trace grows with the rounds:
+    each round's output and token texts are added once, when it arrives, so a live page that asks for
+    the trace every fraction of a second pays for the new rounds, not for the whole run again."""
+
+    def __init__(self, request, method: str, draft_name: str | None, settings: Settings,
+                 rounds: Iterator[tuple[RoundTrace, float] | None], draft_about: str | None = None):
+        self.target: LoadedModel = request.target
         self.method = method
         self.draft_name = draft_name
+        self.draft_about = draft_about
         self.settings = settings
-        self.prompt_ids = tuple(prompt_ids)
-        self.prompt = prompt
+        self.prompt_ids = tuple(request.prompt_ids)
+        self.prompt = request.prompt
         self.rounds: list[RoundTrace] = []
+        self._round_tokens = getattr(request, "round_tokens", None)
         self._record_s = 0.0
         self._source = rounds
         self._finished = False
+        self._output: list[int] = []
+        self._token_text: dict[int, str] = {}
+        self._named(self.prompt_ids)
 
     def __iter__(self) -> Iterator[RoundTrace]:
         return (record for record in self.steps() if record is not None)
 
     def steps(self) -> Iterator[RoundTrace | None]:
         """The rounds as they are decoded, and None whenever the method finished a piece of work that is
-        not a round yet (beam search between its steps: its rounds are the winning beam's, known at the
-        end). A consumer that stops between two items (Stop, a cancelled job, a page closed) stops the
-        work there, so nothing runs on for long after nobody waits for it."""
+        not a round yet (beam search between its steps). A consumer that stops between two items (Stop, a
+        cancelled job, a page closed) stops the work there, so nothing runs on for long after nobody
+        waits for it."""
         for item in self._source:
             if item is None:
                 yield None
                 continue
             record, record_s = item
-            self.rounds.append(record)
+            self._add(record)
             self._record_s += record_s
             yield record
         self._finished = True
@@ -52,34 +60,38 @@ class Decoding:
             pass
         return self.trace()
 
+    def _add(self, r: RoundTrace) -> None:
+        self.rounds.append(r)
+        self._output += r.emitted
+        ids = list(r.emitted) + list(r.drafted) + [i for i, _ in (r.residual_top or ())]
+        for rows in (r.draft_top, r.target_top):
+            ids += [i for row in rows for i, _ in row]
+        ids += [n["token"] for n in (r.tree or {}).get("nodes", ())]
+        if self._round_tokens is not None:
+            ids += self._round_tokens(r)
+        self._named(ids)
+
+    def _named(self, ids) -> None:
+        new = {i for i in ids if i not in self._token_text}
+        if new:
+            self._token_text.update(self.target.token_texts(sorted(new)))
+
     def trace(self) -> RunTrace:
         """The run so far; ``summary.stop_reason`` is ``stopped`` when it has not finished."""
-        rounds = tuple(self.rounds)
-        output = [t for r in rounds for t in r.emitted]
+        rounds, output = tuple(self.rounds), tuple(self._output)
         if not self._finished:
             stop = "stopped"
         elif output and output[-1] in self.target.eos_token_ids:
             stop = "eos"
         else:
             stop = "max_new_tokens"
-        every_id = list(self.prompt_ids) + output
-        for r in rounds:
-            every_id += list(r.drafted)
-            for rows in (r.draft_top, r.target_top):
-                every_id += [i for row in rows for i, _ in row]
-            every_id += [i for i, _ in (r.residual_top or ())]
-            every_id += [n["token"] for n in (r.tree or {}).get("nodes", ())]
-            for inner in r.detail.get("inner_rounds", ()):  # a hierarchical draft's inner rounds name tokens too
-                every_id += list(inner["drafted"]) + [inner["next"]]
-            for layer in (r.detail.get("beam") or {}).get("layers", ()):  # beam search: every candidate's tokens
-                every_id += [t for node in layer for t in node["tokens"]]
         return RunTrace(
             method=self.method, model=self.target.name, draft=self.draft_name, settings=self.settings,
-            prompt_ids=self.prompt_ids, output_ids=tuple(output), text=self.target.decode(output),
+            prompt_ids=self.prompt_ids, output_ids=output, text=self.target.decode(list(output)),
             rounds=rounds, summary=summarize(rounds, self._record_s, stop, self.settings.lossy), prompt=self.prompt,
             draft_about=self.draft_about,
             device=str(self.target.device), dtype=str(self.target.dtype).replace("torch.", ""),
-            token_text=self.target.token_texts(every_id),
+            token_text=dict(self._token_text),
         )
 
 

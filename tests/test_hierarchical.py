@@ -68,7 +68,7 @@ def test_sampled_tokens_follow_the_target_with_three_models(tiny_target):
 
 
 def test_bad_chains_get_one_line(default_model):
-    for draft, message in (("early-exit:4", "needs a chain of drafts"),
+    for draft, message in (("early-exit:4", "cannot run the draft .*is a chain, smallest first"),
                            ("early-exit:4>prompt-lookup:3", "prompt-lookup:3 cannot verify a smaller draft"),
                            ("a>b>c>d", "2 to 3 drafts"), ("early-exit:4>", "2 to 3 drafts")):
         with pytest.raises(explorer.ExplorerError, match=message):

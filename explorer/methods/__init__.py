@@ -137,6 +137,7 @@ class Request:
     settings: Settings  # the common knobs; a method replaces what it decides itself (BiLD's γ is its cap)
     draft: Any  # the draft's spec or model object (None where the method takes none)
     load: Callable[[Any], LoadedModel]  # model spec or object -> loaded model (shared, cached)
+    round_tokens: Callable[[Any], list[int]] | None = None  # the method record's: ids a round names (its trace)
 
     @property
     def seed(self) -> int:

@@ -444,8 +444,7 @@ def start(request: Request, options: BeamOptions) -> Decoding:
         yield from search.run()  # heartbeats: the search stops between rounds when nobody waits for it
         yield from trace_rounds(search.rounds, search.search, len(request.prompt_ids), options.rule, options.width)
 
-    return Decoding(request.target, "beam", drafter.spec, settings, request.prompt_ids, request.prompt, rounds(),
-                    drafter.about)
+    return Decoding(request, "beam", drafter.spec, settings, rounds(), drafter.about)
 
 
 def check_round(data: dict, path: str) -> None:
@@ -487,6 +486,11 @@ def _whole(value, low: int, high: int) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
 
 
+def round_tokens(r) -> list[int]:
+    """The ids of every candidate the beam search weighed in a round."""
+    return [t for layer in (r.detail.get("beam") or {}).get("layers", ()) for node in layer for t in node["tokens"]]
+
+
 register(Method(
     name="beam",
     summary="speculative beam search: exact (Leviathan et al. A.4: the draft's beam search checked step by step, "
@@ -497,6 +501,7 @@ register(Method(
     controller=False,
     gamma=True,  # the draft's steps per round; no controller chooses them
     check_round=check_round,
+    round_tokens=round_tokens,
     drafts=lambda options: ("model", "early-exit") if options is None or options.rule == "exact"
     else ("model", "early-exit", "prompt-lookup"),
     default_draft="early-exit:4",

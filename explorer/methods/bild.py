@@ -48,8 +48,7 @@ def start(request: Request, options: BildOptions) -> Decoding:
                                    options=options.as_dict())
     rounds = bild_rounds(request.target, drafter, config, request.sampling, request.prompt_ids,
                          settings.max_new_tokens, request.rng())
-    return Decoding(request.target, "bild", drafter.spec, settings, request.prompt_ids, request.prompt, rounds,
-                    drafter.about)
+    return Decoding(request, "bild", drafter.spec, settings, rounds, drafter.about)
 
 
 ROLLBACK = Record({"position": GAMMA, "distance": RATIO, "replaced": ID, "replacement": ID, "flushed": GAMMA},

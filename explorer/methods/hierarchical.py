@@ -174,6 +174,11 @@ def _is_id(value) -> bool:
     return _is_whole(value)
 
 
+def round_tokens(r) -> list[int]:
+    """The ids of a round's inner rounds (what each level below drafted, and each level's own token)."""
+    return [t for inner in r.detail.get("inner_rounds", ()) for t in [*inner["drafted"], inner["next"]]]
+
+
 register(Method(
     name="hierarchical",
     summary="hierarchical speculative decoding (004 Algorithm 3): the draft is itself drafted by a smaller draft, "
@@ -182,6 +187,7 @@ register(Method(
     options=HierarchicalOptions,
     start=start,
     check_round=check_round,
+    round_tokens=round_tokens,
     drafts=("chain",),
     default_draft="prompt-lookup:3>early-exit:4",  # measured: the faster of the two shipped chains
     draft_words="A hierarchical draft is a chain, smallest first, e.g. prompt-lookup:3>early-exit:4 (prompt lookup "

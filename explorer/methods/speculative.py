@@ -21,8 +21,7 @@ def run_speculative(request: Request, drafter: Drafter | None, name: str, lenien
                            drafter)
     rounds = decode_rounds(target, drafter, ctrl, request.sampling, request.prompt_ids, s.max_new_tokens,
                            request.rng(), lenience)
-    return Decoding(target, name, drafter.spec if drafter else None, s, request.prompt_ids, request.prompt, rounds,
-                    drafter.about if drafter else None)
+    return Decoding(request, name, drafter.spec if drafter else None, s, rounds, drafter.about if drafter else None)
 
 
 def start(request: Request, options) -> Decoding:

@@ -37,8 +37,7 @@ def start(request: Request, options: BitaOptions) -> Decoding:
                                    options=options.as_dict())
     rounds = bita_rounds(request.target, tokens, config, request.sampling, request.prompt_ids,
                          settings.max_new_tokens, request.rng())
-    return Decoding(request.target, "bita", f"bita:{tokens.name}", settings, request.prompt_ids, request.prompt,
-                    rounds, tokens.describe())
+    return Decoding(request, "bita", f"bita:{tokens.name}", settings, rounds, tokens.describe())
 
 
 # the keys BiTA's views read from a round's detail (written by ``tree.bita_rounds``)
