@@ -19,21 +19,19 @@ from typing import Callable
 import numpy as np
 import torch
 
-from . import theory
+from . import methods, theory
 from .api import load_cached, decode
 from .engine import fast
-from .methods.bita.tree import TREE_KINDS
 from .engine.controllers import DEFAULT_CONTROLLER, DEFAULT_GAMMA
 from .engine.costs import verify_cost_curve
 from .trace import acceptance_by_position, alpha_hat
 from .errors import ExplorerError
+from .limits import clip
 from .methods.eesd.exits import exit_for
-from .methods.bita import BitaOptions
 from .models import quiet_transformers
 from .progress import print_progress
 
 PROMPTS_FILE = Path(__file__).resolve().parent.parent / "assets" / "prompts.json"
-PRESET_METHODS = ("eesd", "eagle")  # methods that run the preset shipped for the model
 DEFAULT_SYSTEMS = (
     "hf-generate", "hf-assisted:prompt-lookup:3", "hf-assisted:early-exit:4", "ar",
     "speculative:prompt-lookup:3", "speculative:prompt-lookup:3/cost-aware",
@@ -43,66 +41,53 @@ DEFAULT_SYSTEMS = (
 
 @dataclass(frozen=True)
 class System:
-    """One way of decoding: ``hf-generate``, ``hf-assisted:<draft>``, ``ar``, ``eesd``, ``eagle``,
-    ``speculative:<draft>[/controller]``, ``hierarchical:<draft chain>[/controller]`` (its inner γ: the
-    method's default), ``hf-beam:<k>`` (Hugging Face's beam search) and ``beam:<exact|004>:<k>:<draft>``; a
-    speculative, hierarchical, beam or assisted system may end in ``@γ``, its own draft length (the cap for
-    the TS controllers), instead of the run's ``--gamma``."""
+    """One way of decoding: Hugging Face's ``hf-generate``, ``hf-assisted:<prompt-lookup:n|early-exit:N>``
+    and ``hf-beam:<k>``, or a run of one of the explorer's methods as its record names it
+    (``methods.parse_system``: ``ar``, ``eesd``, ``speculative:<draft>[/controller][@γ]``,
+    ``bild:<draft>``, ``beam:<exact|004>:<k>:<draft>``, …); ``@γ`` gives a system its own draft length
+    (the cap for the TS controllers) instead of the run's ``--gamma``."""
 
     name: str
-    method: str  # hf-generate | hf-assisted | hf-beam | ar | eesd | eagle | speculative | hierarchical | bita | beam
+    method: str  # hf-generate | hf-assisted | hf-beam | a registered method
     draft: str | None
     controller: str | None
     gamma: int
     options: tuple[tuple[str, object], ...] = ()  # the method's own keywords (beam: width and rule)
 
 
+HF_SYSTEMS = "hf-generate, hf-assisted:prompt-lookup:n, hf-assisted:early-exit:N[@γ], hf-beam:<k>"
+
+
 def parse_system(name: str, gamma: int, controller: str) -> System:
-    if name in ("hf-generate", "ar") or name in PRESET_METHODS:
-        return System(name, name, None, None, 0)  # eesd, eagle: the model's preset draft, controller and γ
-    spec, at, own_gamma = name.rpartition("@")
-    if at:
-        if spec.startswith(("speculative:", "hierarchical:", "hf-assisted:", "beam:")) and own_gamma.isdigit() \
-                and int(own_gamma) >= 1:
-            return replace(parse_system(spec, int(own_gamma), controller), name=name)
-        raise ExplorerError(f"unknown system {name!r}: @γ follows a speculative, hierarchical or hf-assisted system, "
-                            "γ ≥ 1")
+    if name == "hf-generate":
+        return System(name, name, None, None, 0)
     kind, _, rest = name.partition(":")
-    draft, _, own_controller = rest.partition("/")
-    if kind in ("speculative", "hierarchical") and draft:
-        return System(name, kind, draft, own_controller or controller, gamma)
     if kind == "hf-beam" and rest.isdigit() and 1 <= int(rest) <= 8:
         return System(name, "hf-beam", None, None, 0, (("beam_width", int(rest)),))
-    if kind == "beam":  # beam:<rule>:<k>:<draft>
-        rule, _, after = rest.partition(":")
-        width, _, beam_draft = after.partition(":")
-        if rule in ("exact", "004") and width.isdigit() and 1 <= int(width) <= 8 and beam_draft:
-            return System(name, "beam", beam_draft, None, gamma, (("beam_rule", rule), ("beam_width", int(width))))
-    if kind == "hf-assisted" and draft.split(":")[0] in ("prompt-lookup", "early-exit") and not own_controller:
-        return System(name, "hf-assisted", draft, "hf-constant", gamma)
-    if kind == "bita":  # bita[:tree[:k]], the shipped tokens: the tree kind and top-k ride in ``draft``
-        shipped = BitaOptions()
-        tree, _, k = (rest or shipped.tree).partition(":")
-        if tree in TREE_KINDS and (not k or k.isdigit()) and not own_controller:
-            return System(name, "bita", f"{tree}:{k or shipped.top_k}", None, 0)
-    raise ExplorerError(
-        f"unknown system {name!r}: use hf-generate, hf-assisted:prompt-lookup:n, hf-assisted:early-exit:N, "
-        "ar, eesd, eagle, speculative:<draft>[/controller][@γ], hierarchical:<small>><draft>[/controller][@γ], "
-        "bita[:efficient|full|straightforward[:k]], hf-beam:<k> or beam:<exact|004>:<k>:<draft>[@γ] (k 1 to 8)"
-    )
+    if kind == "hf-assisted":
+        draft, at, own_gamma = rest.partition("@")
+        if draft.split(":")[0] in ("prompt-lookup", "early-exit") and (not at or (own_gamma.isdigit() and int(own_gamma) >= 1)):
+            return System(name, "hf-assisted", draft, "hf-constant", int(own_gamma) if at else gamma)
+    keywords = methods.parse_system(name)
+    if keywords is None:
+        raise ExplorerError(f"unknown system {clip(name, 60)}: use {HF_SYSTEMS} or one of the explorer's: "
+                            f"{methods.system_syntax()}")
+    method = methods.get(keywords.pop("method"))
+    draft = keywords.pop("draft", None)
+    own_controller, own_gamma = keywords.pop("controller", None), keywords.pop("gamma", None)
+    if method.preset is not None and own_controller is None and own_gamma is None:
+        return System(name, method.name, draft, None, 0, tuple(keywords.items()))  # the preset's controller and γ
+    return System(name, method.name, draft, own_controller or (controller if method.controller else None),
+                  own_gamma or (gamma if method.uses_gamma else 0), tuple(keywords.items()))
 
 
 def decode_keywords(system: System) -> dict:
     """``explorer.decode`` / ``stream`` keywords for one of our systems (not the ``hf-*`` ones): method,
-    draft, γ, controller and the method's own options (``bita``'s tree kind and top-k ride in ``draft``)."""
+    draft, γ, controller and the method's own options."""
     if system.method.startswith("hf-"):
         raise ExplorerError(f"{system.name} is Hugging Face's own decoding, not the explorer's")
-    keywords = {"method": system.method, "draft": system.draft, "gamma": system.gamma or None,
-                "controller": system.controller, **dict(system.options)}
-    if system.method == "bita":
-        tree, _, k = system.draft.partition(":")
-        keywords |= {"draft": None, "bita_tree": tree, "bita_top_k": int(k)}
-    return keywords
+    return {"method": system.method, "draft": system.draft, "gamma": system.gamma or None,
+            "controller": system.controller, **dict(system.options)}
 
 
 def load_prompts(path: Path = PROMPTS_FILE) -> list[dict]:

@@ -93,9 +93,7 @@ def parse_lanes(systems: list[str]) -> list[System]:
 
 
 def _race_system(name: str) -> System:
-    """A bench system, or ``bild:<draft>`` (BiLD with its default thresholds; lossy)."""
-    if name.startswith("bild:"):
-        return System(name, "bild", name.partition(":")[2], None, 0)
+    """A system as the benchmark names it (``bild:<draft>`` is BiLD with its default thresholds; lossy)."""
     system = parse_system(name, 4, "fixed")
     if system.method.startswith("hf-"):
         raise ExplorerError(f"{name!r} is Hugging Face's own decoding: the race runs the explorer's systems")

@@ -316,6 +316,44 @@ def split_options(method: Method, given: dict[str, Any]) -> Options | None:
     return method.make_options(given)
 
 
+def parse_system(name: str) -> dict[str, Any] | None:
+    """A run named as the benchmark and the race name them, ``<method>[:<rest>][@γ]``, as ``decode``
+    keywords (method, draft, gamma, controller and the method's own options); None when ``name`` names
+    no registered method. What follows ``<method>:`` is the method's (``Method.system``), by default
+    ``<draft>[/controller]``; ``@γ`` sets its own draft length where the method has one. ``ExplorerError``
+    (one line, the method's syntax) for a malformed rest."""
+    spec, at, own_gamma = name.rpartition("@")
+    if not at:
+        spec = name
+    method_name, colon, rest = spec.partition(":")
+    method = discover().get(method_name)
+    if method is None:
+        return None
+    bad = ExplorerError(f"bad system {clip(name, 60)}: write {method.syntax()}")
+    keywords: dict[str, Any] = {"method": method.name}
+    if at:
+        if not (method.uses_gamma and own_gamma.isdigit() and int(own_gamma) >= 1):
+            raise bad
+        keywords["gamma"] = int(own_gamma)
+    if method.system is not None:
+        keywords |= method.system(rest)
+    elif method.draft == "none":
+        if colon:
+            raise bad
+    else:
+        draft, slash, controller = rest.partition("/")
+        if (slash and not (method.controller and controller)) or (not draft and (method.preset is None or colon)):
+            raise bad
+        keywords |= ({"draft": draft} if draft else {}) | ({"controller": controller} if controller else {})
+    method.make_options({k: v for k, v in keywords.items() if k in method.keywords()})  # its values checked now
+    return keywords
+
+
+def system_syntax() -> str:
+    """Every method's benchmark and race syntax, for messages and help."""
+    return ", ".join(m.syntax() for m in discover().values())
+
+
 class Summaries(Mapping):
     """name → one-line description of every registered method, read from the registry at each use (so
     a method registered later is there too): ``explorer.METHODS``."""

@@ -48,6 +48,7 @@ from ..engine.forward import full_forward
 from ..engine.sampling import SamplingConfig
 from ..trace import RoundTrace, Timing
 from ..errors import ExplorerError
+from ..limits import clip
 from ..run import Decoding
 from ..untrusted import Refused
 from . import Method, Options, Request, option, register
@@ -486,6 +487,15 @@ def _whole(value, low: int, high: int) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
 
 
+def system(rest: str) -> dict:
+    """``beam:<rule>:<k>:<draft>`` as decode keywords."""
+    rule, _, after = rest.partition(":")
+    width, _, draft = after.partition(":")
+    if rule not in RULES or not width.isdigit() or not draft:
+        raise ExplorerError(f"bad system {clip('beam:' + rest, 60)}: write beam:<{'|'.join(RULES)}>:<k>:<draft>[@γ]")
+    return {"beam_rule": rule, "beam_width": int(width), "draft": draft}
+
+
 def round_tokens(r) -> list[int]:
     """The ids of every candidate the beam search weighed in a round."""
     return [t for layer in (r.detail.get("beam") or {}).get("layers", ()) for node in layer for t in node["tokens"]]
@@ -502,6 +512,8 @@ register(Method(
     gamma=True,  # the draft's steps per round; no controller chooses them
     check_round=check_round,
     round_tokens=round_tokens,
+    system=system,
+    system_syntax=f"beam:<{'|'.join(RULES)}>:<k>:<draft>[@γ]",
     drafts=lambda options: ("model", "early-exit") if options is None or options.rule == "exact"
     else ("model", "early-exit", "prompt-lookup"),
     default_draft="early-exit:4",

@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 
 from ...run import Decoding
+from ...errors import ExplorerError
+from ...limits import clip
 from ...trace.schema import COUNT, NAME
 from ...untrusted import Record
 from .. import Method, Options, Request, option, register
@@ -45,6 +47,14 @@ DETAIL = Record({"tree": NAME, "masks": COUNT, "top_k": COUNT, "tokens": NAME, "
                  "nodes": COUNT}, strict=False)
 
 
+def system(rest: str) -> dict:
+    """``bita[:<tree>[:<k>]]`` (the shipped tokens) as decode keywords."""
+    tree, _, k = rest.partition(":")
+    if (k and not k.isdigit()) or (k and not tree):
+        raise ExplorerError(f"bad system {clip('bita:' + rest, 60)}: write bita[:{'|'.join(TREE_KINDS)}[:k]]")
+    return ({"bita_tree": tree} if tree else {}) | ({"bita_top_k": int(k)} if k else {})
+
+
 register(Method(
     name="bita",
     summary="BiTA (Lin et al.): trained mask tokens draft a token tree that the target verifies while drafting the "
@@ -56,4 +66,6 @@ register(Method(
     draft_words="BiTA drafts with its own trained mask tokens: no drafter",
     controller=False,
     detail=DETAIL,
+    system=system,
+    system_syntax=f"bita[:{'|'.join(TREE_KINDS)}[:k]]",
 ))
