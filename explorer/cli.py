@@ -145,7 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
     whatif.add_argument("--json", action="store_true", help="print the analysis as JSON instead of words")
     whatif.add_argument("--html", metavar="FILE", help="also write the chart as a standalone HTML page")
 
-    from .soak import MAX_CLIENTS, MAX_TOTAL_RUNS
+    from .tools.soak import MAX_CLIENTS, MAX_TOTAL_RUNS
 
     soak = sub.add_parser("soak", help="load-test the app's /decode API in-process on loopback (bounded)",
                           description="Serves the app on a loopback port in this process and drives its /decode "
@@ -630,11 +630,11 @@ def _sweep(args) -> int:
 
 
 def _soak(args) -> int:
-    from . import soak
+    from .tools import soak
 
     soak.check_host(args.host)  # refuse bad arguments before loading anything
     if args.adversarial:
-        from . import soak_adversarial
+        from .tools import soak_adversarial
 
         model = "tiny-random:1:16" if args.model == "default" else args.model
         report = soak_adversarial.run(model=model, host=args.host,
