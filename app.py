@@ -18,10 +18,9 @@ for _name, _value in _defaults.items():
 import threading  # noqa: E402  (the environment above must be set before gradio / huggingface_hub load)
 
 import explorer  # noqa: E402
-from explorer.ui import build_demo, launch_options  # noqa: E402
+from explorer.ui import launch_options, serving_demo  # noqa: E402
 
-demo = build_demo()
-demo.queue(default_concurrency_limit=4, max_size=64)
+demo = serving_demo()
 
 
 def _preload(spec: str) -> None:

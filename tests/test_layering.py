@@ -4,6 +4,8 @@
     engine      the decoding algorithms: leaves and itself only (no methods, API, artifacts, UI or plots)
     methods     one module per method: the engine and the layers below, never the UI or the plots
     viz         figures and HTML from traces: no torch, no transformers, no gradio (test_viz.py too)
+    tools       operator tools (the soak tests): imported by the CLI alone, never by the app or the runtime;
+                nothing in the package imports the root ``app.py`` (the served app is ``ui.serving_demo()``)
 
 Imports under ``if TYPE_CHECKING:`` are annotations, not dependencies, and are not counted."""
 
@@ -77,6 +79,17 @@ def test_viz_imports_no_model_code(path):
     bad = {n for n in project_imports(path) if within(n, {"torch", "transformers", "gradio", "explorer.engine.forward",
                                                           "explorer.engine.fast", "explorer.models"})}
     assert not bad, f"{path.relative_to(PACKAGE)} imports {sorted(bad)}"
+
+
+def test_only_the_cli_imports_the_operator_tools_and_nothing_imports_app_py():
+    outside = [PACKAGE.parent / "app.py"] + [p for p in sorted(PACKAGE.rglob("*.py"))
+                                             if p.relative_to(PACKAGE).parts[0] not in {"cli", "tools"}]
+    bad = {str(p.relative_to(PACKAGE.parent)) for p in outside
+           if any(within(n, {"explorer.tools"}) for n in project_imports(p))}
+    assert not bad, f"{sorted(bad)} import explorer.tools"
+    assert any(within(n, {"explorer.tools"}) for n in project_imports(PACKAGE / "cli" / "soak.py"))  # the rule sees
+    bad = {str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py") if "app" in project_imports(p)}
+    assert not bad, f"{sorted(bad)} import the root app.py"
 
 
 def test_the_rule_catches_a_violation(tmp_path, monkeypatch):

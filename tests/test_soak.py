@@ -4,8 +4,9 @@ import json
 
 import pytest
 
-from explorer import cli, soak
+from explorer import cli
 from explorer.errors import ExplorerError
+from explorer.tools import soak
 
 
 def test_small_soak_run_completes_identically_and_writes_the_report(tmp_path, capsys):
@@ -70,8 +71,8 @@ def test_the_adversarial_soak_cancels_uploads_and_reads_the_worst_traces(monkeyp
     within its budget, the worst legal traces read and draw (one pass, a few uploads, here)."""
     import json
 
-    from explorer import soak_adversarial
     from explorer.cli import main
+    from explorer.tools import soak_adversarial
 
     monkeypatch.setattr(soak_adversarial, "PASSES", 1)
     monkeypatch.setattr(soak_adversarial, "UPLOADS", 2)

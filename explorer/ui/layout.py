@@ -218,6 +218,15 @@ def build_demo() -> gr.Blocks:
     return demo
 
 
+def serving_demo() -> gr.Blocks:
+    """The app as it is served (``python app.py``, the soak test): the page behind Gradio's queue, at most 64
+    waiting events and 4 running at once unless an event sets its own limit (decodes: ``DECODE_CONCURRENCY``).
+    ``launch`` it with ``launch_options()``."""
+    demo = build_demo()
+    demo.queue(default_concurrency_limit=4, max_size=64)
+    return demo
+
+
 def _wire(p: Page, h: Handlers) -> None:
     theory_inputs = [p.theory_alpha, p.theory_c, p.theory_c_hat]
     stepping = [p.trace_state, p.round_slider]

@@ -1,5 +1,8 @@
 """A bounded load ("soak") test of the app's public API: ``python -m explorer soak --clients 8 --runs 50``.
 
+An operator's tool (``explorer.tools``): it serves the app in its own process to measure it; the app never
+imports it.
+
 The explorer is meant to run as a public Space, where several strangers decode at once through the page
 or through the ``/decode`` API. This script checks that the server stays correct and healthy under that
 kind of load, on this machine, without touching the network:
@@ -9,8 +12,9 @@ kind of load, on this machine, without touching the network:
    every served output must be *identical* to its reference, whatever ran beside it (``bild`` is lossy,
    but deterministic too). A request the model cannot run (``eesd`` or ``eagle`` without a shipped draft)
    is skipped and said so.
-2. It serves ``app.demo`` (what ``python app.py`` serves, with its queue and concurrency limits) in this
-   process on a free loopback port. Only loopback hosts are accepted: this is a test, not a load tool.
+2. It serves ``explorer.ui.serving_demo()`` (what ``python app.py`` serves, with its queue and concurrency
+   limits) in this process on a free loopback port. Only loopback hosts are accepted: this is a test, not a
+   load tool.
 3. ``--clients`` threads, each with its own ``gradio_client.Client`` (its own session), submit
    ``--runs`` decodes each, one after the other (a closed loop: at most ``clients`` requests outstanding).
    The jobs run every request of the mix equally often, in a seeded shuffled order: the methods (ar,
@@ -53,11 +57,10 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass
-from pathlib import Path
 
-from .engine.controllers import DEFAULT_GAMMA
-from .errors import ExplorerError
-from .limits import MAX_NEW_TOKENS, MAX_SEED, clip
+from ..engine.controllers import DEFAULT_GAMMA
+from ..errors import ExplorerError
+from ..limits import MAX_NEW_TOKENS, MAX_SEED, clip
 
 MAX_CLIENTS = 32
 MAX_TOTAL_RUNS = 2000
@@ -68,7 +71,6 @@ CANCEL_AFTER_S = 0.3  # a cancelled job is cancelled this long after it was subm
 JOB_TIMEOUT_S = 900.0  # one request's bound, queueing included
 DRAIN_TIMEOUT_S = 120.0  # how long to wait, after the last client, for decodes still running
 SAMPLE_EVERY_S = 0.2  # running decodes; the RSS every 5th sample (every second)
-ROOT = Path(__file__).resolve().parents[1]
 
 # (method, draft): the draft's {exit} becomes the exit depth the model allows
 MIX = (("ar", None), ("speculative", "prompt-lookup:3"), ("speculative", "early-exit:{exit}"), ("eesd", None),
@@ -157,9 +159,9 @@ def plan(model: str, max_new_tokens: int, seed: int, progress=None):
 
     Returns (requests, references, skipped): ``skipped`` maps a method label to why the model cannot run
     it (the mix then leaves it out)."""
-    from . import api
-    from .ui.examples import EXAMPLES
-    from .ui.inputs import decode_options
+    from .. import api
+    from ..ui.examples import EXAMPLES
+    from ..ui.inputs import decode_options
 
     target = api.load_cached(model, None, None)  # the cache the server's decodes use too
     layers = getattr(getattr(target.model, "config", None), "num_hidden_layers", EXIT_LAYERS + 1)
@@ -204,31 +206,25 @@ def _free_port(host: str) -> int:
 
 @contextlib.contextmanager
 def served(host: str):
-    """Serve ``app.demo`` (as ``python app.py`` does) in this process; yield (demo, URL)."""
-    try:
-        import app
-    except ModuleNotFoundError as err:
-        if err.name != "app" or not (ROOT / "app.py").is_file():
-            raise
-        sys.path.insert(0, str(ROOT))
-        import app
-    from .ui import launch_options
+    """Serve ``ui.serving_demo()`` (what ``python app.py`` serves) in this process; yield (demo, URL)."""
+    from ..ui import launch_options, serving_demo
 
+    demo = serving_demo()
     port = _free_port(host)
-    app.demo.launch(server_name=host, server_port=port, prevent_thread_lock=True, quiet=True, **launch_options())
+    demo.launch(server_name=host, server_port=port, prevent_thread_lock=True, quiet=True, **launch_options())
     try:
         shown = f"[{host}]" if ":" in host else host
-        yield app.demo, f"http://{shown}:{port}/"
+        yield demo, f"http://{shown}:{port}/"
     finally:
         with contextlib.redirect_stdout(sys.stderr):  # Gradio prints "Closing server running on port: …"
-            app.demo.close()
+            demo.close()
 
 
 class Sampler:
     """Samples, in a thread, the process's RSS (every second) and the decodes running in the server."""
 
     def __init__(self, demo):
-        from .ui.layout import DECODE_CONCURRENCY
+        from ..ui.layout import DECODE_CONCURRENCY
 
         self.demo = demo
         self.t0 = time.perf_counter()
@@ -402,7 +398,7 @@ def run(clients: int = 8, runs: int = 50, max_new_tokens: int = 16, model: str =
     reference_s = time.perf_counter() - t_ref
     for label, why in skipped.items():
         say(f"skipped {label}: {why}")
-    from .ui.layout import DECODE_CONCURRENCY
+    from ..ui.layout import DECODE_CONCURRENCY
 
     jobs: list[dict] = []
     lock = threading.Lock()

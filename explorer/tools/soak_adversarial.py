@@ -1,5 +1,7 @@
 """``python -m explorer soak --adversarial``: the probe of issue 28 as a repeatable run, on loopback, in this
-process (the app served as ``python app.py`` serves it).
+process (the app served as ``python app.py`` serves it: ``explorer.ui.serving_demo()``).
+
+An operator's tool (``explorer.tools``), like the soak test it builds on; the app never imports it.
 
 1. **Cancels**: long decodes through the public ``/decode`` API (beam search at width 8, a long speculative
    decode, a long plain one) cancelled while they compute; for each, the seconds until this process is idle
@@ -22,7 +24,7 @@ import json
 import time
 
 from . import soak
-from .limits import MAX_TRACE_BYTES, MAX_TRACE_ROUNDS, MAX_UPLOAD_BYTES
+from ..limits import MAX_TRACE_BYTES, MAX_TRACE_ROUNDS, MAX_UPLOAD_BYTES
 
 IDLE_SHARE = 0.10  # of one core: "idle" below this
 IDLE_WINDOW_S = 0.25
@@ -46,7 +48,7 @@ def idle_after(start: float) -> float | None:
 def cancels(url: str, model: str, progress) -> list[dict]:
     from gradio_client import Client
 
-    from .ui import jobs
+    from ..ui import jobs
 
     client = Client(url, verbose=False, download_files=False)
     rows = []
@@ -72,7 +74,7 @@ def cancels(url: str, model: str, progress) -> list[dict]:
 def uploads(url: str, progress) -> dict:
     import httpx
 
-    from .ui import disk
+    from ..ui import disk
 
     folder = disk.gradio_folder()
     before = _folder_bytes(folder)
@@ -100,8 +102,8 @@ def _folder_bytes(folder) -> int:
 
 def worst_traces(progress) -> list[dict]:
     """The worst legal traces read and checked, then one step of the heaviest view (server side)."""
-    from .viz.views.tree import tree_html
-    from .viz.views.ts import posterior_figure
+    from ..viz.views.tree import tree_html
+    from ..viz.views.ts import posterior_figure
 
     rows = [_timed(name, text, view) for (name, text), view in zip(worst_trace_texts(), (posterior_figure, tree_html))]
     for row in rows:
@@ -114,7 +116,7 @@ def worst_trace_texts() -> list[tuple[str, str]]:
     """(name, JSON) of legal worst cases built from real tiny runs: a Thompson-sampling trace of
     ``MAX_TRACE_ROUNDS`` rounds with γ + 1 = 65 θ each, and a BiTA round with a 1 000-input tree."""
     import explorer
-    from .run import summarize
+    from ..run import summarize
 
     ts = explorer.decode("tiny-random:1", "abcabc", draft="model:tiny-random:2:1", controller="beta-ts", gamma=64,
                          max_new_tokens=96)
@@ -154,7 +156,7 @@ def _timed(name: str, text: str, view) -> dict:
 
 
 def run(model: str = "tiny-random:1", host: str = "127.0.0.1", progress=None) -> dict:
-    from .ui import disk
+    from ..ui import disk
 
     import gc
 

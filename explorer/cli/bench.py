@@ -1,0 +1,49 @@
+"""``python -m explorer bench``: Hugging Face's generate and this explorer's methods side by side."""
+
+from __future__ import annotations
+
+import json
+
+from ..errors import ExplorerError
+
+
+def add_parser(sub) -> None:
+    from ..bench import DEFAULT_SYSTEMS
+    from ..engine.controllers import CONTROLLERS, DEFAULT_CONTROLLER, DEFAULT_GAMMA
+
+    bench = sub.add_parser("bench", help="benchmark HF generate and our methods side by side")
+    bench.add_argument("--model", default="default")
+    bench.add_argument("--system", action="append", dest="systems", metavar="NAME",
+                       help=f"hf-generate | ar | speculative:<draft> (repeatable; default: {' '.join(DEFAULT_SYSTEMS)})")
+    bench.add_argument("--repeats", type=int, default=3)
+    bench.add_argument("--max-new-tokens", type=int, default=64)
+    bench.add_argument("--temperature", type=float, default=0.0)
+    bench.add_argument("--gamma", type=int, default=DEFAULT_GAMMA)
+    bench.add_argument("--controller", default=DEFAULT_CONTROLLER, choices=list(CONTROLLERS))
+    bench.add_argument("--device", help="cpu | cuda (default: cuda when present)")
+    bench.add_argument("--dtype", help="float32 | bfloat16 | float16 (default: bf16 on CUDA, fp32 on CPU)")
+    bench.add_argument("--quick", action="store_true", help="one prompt per category, 24 tokens, 1 repeat (under 2 minutes)")
+    bench.add_argument("--out", default="bench.json", help="JSON report (default bench.json)")
+    bench.add_argument("--markdown", help="also write the markdown table to this file")
+    bench.set_defaults(handler=handle)
+
+
+def handle(args) -> int:
+    from .. import bench
+
+    if args.repeats < 1 or args.max_new_tokens < 1:
+        raise ExplorerError("--repeats and --max-new-tokens must be at least 1")
+    report = bench.run(args.model, tuple(args.systems or bench.DEFAULT_SYSTEMS), repeats=args.repeats,
+                       max_new_tokens=args.max_new_tokens, temperature=args.temperature, gamma=args.gamma,
+                       controller=args.controller, quick=args.quick, device=args.device, dtype=args.dtype)
+    table = bench.markdown(report)
+    try:
+        with open(args.out, "w", encoding="utf-8") as fh:
+            json.dump(report, fh, indent=2)
+        if args.markdown:
+            with open(args.markdown, "w", encoding="utf-8") as fh:
+                fh.write(table + "\n")
+    except OSError as err:
+        raise ExplorerError(f"cannot write the report: {err}") from None
+    print(table)
+    return 0

@@ -1,0 +1,57 @@
+"""``python -m explorer race``: plain decoding against up to three systems on one prompt (the page's race)."""
+
+from __future__ import annotations
+
+from ..errors import ExplorerError
+from . import _write_report
+
+
+def add_parser(sub) -> None:
+    racing = sub.add_parser("race", help="plain decoding against up to three systems on one prompt, lanes taking "
+                                         "turns by their own clocks; prints the speed-ups (the page's race)")
+    racing.add_argument("--prompt", help="the prompt (or --shipped: one shipped prompt per category)")
+    racing.add_argument("--shipped", action="store_true", help="race one shipped prompt of each category")
+    racing.add_argument("--lane", action="append", dest="lanes", metavar="SYSTEM",
+                        help="a system as bench names it, or bild:<draft> (repeatable, at most 3; default: "
+                             "speculative:prompt-lookup:3, eesd, bita)")
+    racing.add_argument("--model", default="default")
+    racing.add_argument("--max-new-tokens", type=int, default=64)
+    racing.add_argument("--temperature", type=float, default=0.0)
+    racing.add_argument("--out", help="write the (last) race's report as JSON, for the page's Compare view")
+    racing.set_defaults(handler=handle)
+
+
+def handle(args) -> int:
+    """Race each prompt; print each race's × plain decoding per lane (and the medians over prompts)."""
+    import statistics
+
+    from .. import bench, race
+
+    if (args.prompt is None) == (not args.shipped):
+        raise ExplorerError("give exactly one of --prompt TEXT or --shipped")
+    lanes = args.lanes or ["speculative:prompt-lookup:3", "eesd", "bita"]
+    race.parse_lanes(lanes)  # refused before any model loads
+    if args.shipped:
+        seen, prompts = set(), []
+        for p in bench.load_prompts():
+            if p["category"] not in seen:
+                seen.add(p["category"])
+                prompts.append((p["category"], p["text"]))
+    else:
+        prompts = [("prompt", args.prompt)]
+    ratios: dict[str, list[float]] = {}
+    report = None
+    for name, text in prompts:
+        report = race.race_report(race.run(race.start(args.model, text, lanes, temperature=args.temperature,
+                                                      max_new_tokens=args.max_new_tokens)))
+        cells = []
+        for row in report["rows"][1:]:
+            ratios.setdefault(row["system"], []).append(row["speedup_vs_ar"])
+            same = {True: ", identical", False: ", differs", None: ""}[row["identical_to_ar"]]
+            cells.append(f"{row['system']} ×{row['speedup_vs_ar']:.2f}{same}")
+        print(f"{name}: ar {report['rows'][0]['tokens_per_s']:.1f} tok/s · " + " · ".join(cells), flush=True)
+    if len(prompts) > 1:
+        print("median × plain decoding: " + " · ".join(f"{k} ×{statistics.median(v):.2f}" for k, v in ratios.items()))
+    if args.out:
+        _write_report(report, args.out)
+    return 0

@@ -1,0 +1,103 @@
+"""``python -m explorer run``: decode one prompt, print the text and a one-line summary (``--vs-ar``: against
+plain decoding)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from ..errors import ExplorerError
+from . import _add_method_options, _plain_text, method_options
+
+
+def add_parser(sub) -> None:
+    from ..api import METHODS
+    from ..engine.controllers import CONTROLLERS
+
+    run = sub.add_parser("run", help="decode one prompt and print the text and a summary")
+    run.add_argument("--prompt", help="the prompt text (wrapped in the chat template unless --raw)")
+    run.add_argument("--prompt-ids", help="comma-separated token ids instead of --prompt")
+    run.add_argument("--model", default="default", help="default | hf:ORG/NAME | tiny-random[:SEED[:LAYERS]]")
+    run.add_argument("--method", choices=list(METHODS), help="default: speculative with --draft, else ar")
+    run.add_argument("--draft", help="model:<name> | early-exit:N | prompt-lookup:n")
+    run.add_argument("--gamma", type=int, help="tokens drafted per round (the start value for heuristic, the cap "
+                     "for beta-ts/cali-ts); default 4, or the eesd preset's")
+    run.add_argument("--controller", choices=list(CONTROLLERS), help="default fixed, or the eesd preset's")
+    run.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
+    run.add_argument("--top-k", type=int, default=0, help="0 = off")
+    run.add_argument("--top-p", type=float, default=1.0, help="1 = off")
+    run.add_argument("--max-new-tokens", type=int, default=64)
+    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--raw", action="store_true", help="use the prompt as it is, without the chat template")
+    run.add_argument("--device", help="cpu | cuda (default: cuda when present)")
+    run.add_argument("--dtype", help="float32 | bfloat16 | float16 (default: bf16 on CUDA, fp32 on CPU)")
+    run.add_argument("--out", help="write the trace as JSON to this file ('-' prints the JSON instead of the text)")
+    run.add_argument("--vs-ar", action="store_true", help="also decode plain (ar) on the same prompt and settings: "
+                     "print the speed-up, whether the outputs match, and why the run had its speed")
+    _add_method_options(run)
+    run.set_defaults(handler=handle)
+
+
+def handle(args) -> int:
+    from ..api import decode
+
+    if (args.prompt is None) == (args.prompt_ids is None):
+        raise ExplorerError("give exactly one of --prompt TEXT or --prompt-ids 1,2,3")
+    prompt_ids = None
+    if args.prompt_ids is not None:
+        try:
+            prompt_ids = [int(x) for x in args.prompt_ids.split(",") if x.strip()]
+        except ValueError:
+            raise ExplorerError("--prompt-ids must be comma-separated whole numbers, e.g. 1,2,3") from None
+    trace = decode(
+        args.model, args.prompt, prompt_ids=prompt_ids, method=args.method, draft=args.draft, gamma=args.gamma,
+        controller=args.controller, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
+        max_new_tokens=args.max_new_tokens, seed=args.seed, chat=not args.raw, device=args.device, dtype=args.dtype,
+        **method_options(args),
+    )
+    if args.out == "-":
+        print(trace.to_json())
+        return 0
+    if args.out:
+        try:
+            with open(args.out, "w", encoding="utf-8") as fh:
+                fh.write(trace.to_json())
+        except OSError as err:
+            raise ExplorerError(f"cannot write the trace to {args.out!r}: {err.strerror}") from None
+    print(trace.text)
+    print(summary_line(trace), file=sys.stderr if os.environ.get("EXPLORER_SUMMARY_TO_STDERR") else sys.stdout)
+    if args.vs_ar:
+        print(_against_plain(trace, args))
+    return 0
+
+
+def _against_plain(trace, args) -> str:
+    """Plain decoding on the same prompt ids and settings: its speed, the ratio, the match, and the run's
+    speed explained (``viz.speed_explanation``)."""
+    from ..api import decode
+    from ..quality import first_divergence
+    from ..viz import speed_explanation
+
+    s = trace.settings
+    plain = decode(args.model, prompt_ids=list(trace.prompt_ids), method="ar", temperature=s.temperature, top_k=s.top_k,
+                   top_p=s.top_p, max_new_tokens=s.max_new_tokens, seed=s.seed, device=args.device, dtype=args.dtype)
+    ratio = (trace.summary.tokens_per_s or 0) / plain.summary.tokens_per_s if plain.summary.tokens_per_s else 0.0
+    differs = first_divergence(list(trace.output_ids), list(plain.output_ids))
+    same = "identical output" if differs is None else f"output first differs at token {differs + 1}"
+    line = f"vs plain decoding (ar): {plain.summary.tokens_per_s or 0:.1f} tok/s → ×{ratio:.2f}; {same}"
+    return line + "\n" + _plain_text(speed_explanation(trace, plain))
+
+
+def summary_line(trace) -> str:
+    """One line: method, tokens, speed, acceptance."""
+    s = trace.summary
+    parts = [f"[{trace.method}{' ' + trace.draft if trace.draft else ''}]", f"{s.new_tokens} tokens",
+             f"{s.wall_s:.2f} s", f"{s.tokens_per_s or 0:.1f} tok/s", f"{s.rounds} rounds",
+             f"{s.tokens_per_target_forward or 0:.2f} tok/target-forward"]
+    if s.acceptance_rate is not None:
+        parts.append(f"acceptance {s.acceptance_rate:.0%}")
+    if s.hm is not None:
+        parts.append(f"r_d {s.r_d:.0%} · HM {s.hm:.0%}")
+    parts.append(f"stop: {s.stop_reason}")
+    line = " · ".join(parts)
+    return f"{line}\ndraft: {trace.draft_about}" if trace.draft_about and trace.draft_about != trace.draft else line
