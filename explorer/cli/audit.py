@@ -37,7 +37,6 @@ def handle(args) -> int:
     from ..api import METHODS, decode
     from ..audit import MAX_AUDIT_RUNS, greedy_audit, sampling_audit
     from ..viz.audit import greedy_audit_text, sampling_audit_text
-    from ..viz.views import note_for
 
     if args.runs and not 10 <= args.runs <= MAX_AUDIT_RUNS:  # before the greedy audit spends its time
         raise ExplorerError(f"--runs must be 0 (greedy audit only) or from 10 to {MAX_AUDIT_RUNS}, got {args.runs}")
@@ -65,6 +64,5 @@ def handle(args) -> int:
 
         result = sampling_audit(args.model, args.prompt, runs=args.runs, temperature=args.temperature,
                                 top_k=args.top_k, top_p=args.top_p, seed=args.seed, progress=progress, **common)
-        note = note_for(method)
-        print(_plain_text(sampling_audit_text(result, lossy=note is not None and note.lossy)))
+        print(_plain_text(sampling_audit_text(result, lossy=result.lossy)))
     return 0

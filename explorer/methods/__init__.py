@@ -148,6 +148,19 @@ class Request:
 
 
 @dataclass(frozen=True)
+class Trainer:
+    """An offline trainer of a method's draft: ``python -m explorer train <name>``. ``add_arguments(parser)``
+    declares its flags; ``run(args, argv)`` trains, prints one line per artifact and returns the exit status
+    (``argv``: the command line, written into each artifact's manifest)."""
+
+    name: str
+    help: str
+    description: str
+    add_arguments: Callable[[Any], None]
+    run: Callable[[Any, list[str]], int]
+
+
+@dataclass(frozen=True)
 class Method:
     """One decoding method: everything the API, CLI, benchmark, race, page, glossary and trace loader know
     of it. ``start(request, options)`` returns the run as an ``explorer.run.Decoding``.
@@ -167,7 +180,8 @@ class Method:
     satisfy beyond that; ``round_tokens(round)`` the token ids a round names beyond the common fields
     (their text goes into the trace). ``system``: how the benchmark and the race name a run of it after
     ``<name>:`` (``parse_system``; None: ``<draft>[/controller]`` where it takes a draft, nothing else),
-    and ``system_syntax`` that in words. ``glossary``: its words for the page's glossary (markdown)."""
+    and ``system_syntax`` that in words. ``glossary``: its words for the page's glossary (markdown);
+    ``trainers``: the offline trainers of its draft (``python -m explorer train``)."""
 
     name: str
     summary: str
@@ -187,6 +201,7 @@ class Method:
     system: Callable[[str], dict[str, Any]] | None = None
     system_syntax: str = ""
     glossary: str = ""
+    trainers: tuple[Trainer, ...] = ()
 
     def is_lossy(self, options: Options | None) -> bool:
         """Whether a run with these options may differ from the target's own output."""
@@ -347,6 +362,11 @@ def parse_system(name: str) -> dict[str, Any] | None:
         keywords |= ({"draft": draft} if draft else {}) | ({"controller": controller} if controller else {})
     method.make_options({k: v for k, v in keywords.items() if k in method.keywords()})  # its values checked now
     return keywords
+
+
+def trainers() -> list[Trainer]:
+    """Every method's offline trainers, in the methods' order."""
+    return [t for m in discover().values() for t in m.trainers]
 
 
 def system_syntax() -> str:

@@ -12,6 +12,7 @@ from ...trace.schema import COUNT, NAME
 from ...untrusted import Record
 from .. import Method, Options, Request, option, register
 from .tokens import tokens_for
+from .trainer import BITA_TRAINER
 from .tree import MAX_TOP_K, TREE_KINDS, BitaConfig, bita_rounds
 
 
@@ -67,5 +68,6 @@ register(Method(
     controller=False,
     detail=DETAIL,
     system=system,
+    trainers=(BITA_TRAINER,),
     system_syntax=f"bita[:{'|'.join(TREE_KINDS)}[:k]]",
 ))

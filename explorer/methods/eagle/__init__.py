@@ -15,6 +15,7 @@ from .. import Method, register
 from . import drafter  # noqa: F401  (registers the feature-head draft kind)
 from ..speculative import run_speculative
 from .head import eagle_preset
+from .trainer import FEATURE_HEAD_TRAINER
 
 register(Method(
     name="eagle",
@@ -25,4 +26,5 @@ register(Method(
     start=lambda request, options: run_speculative(
         request, make_drafter(request.draft, request.target, request.load), "eagle"),
     preset=lambda target: eagle_preset(target.model),
+    trainers=(FEATURE_HEAD_TRAINER,),
 ))

@@ -14,6 +14,7 @@ from .. import Method, register
 from . import drafter  # noqa: F401  (registers the early-exit draft kind)
 from ..speculative import run_speculative
 from .exits import eesd_preset
+from .trainers import EXIT_TRAINER, THETA_TRAINER
 
 register(Method(
     name="eesd",
@@ -24,4 +25,5 @@ register(Method(
     start=lambda request, options: run_speculative(
         request, make_drafter(request.draft, request.target, request.load), "eesd"),
     preset=lambda target: eesd_preset(target.model),
+    trainers=(EXIT_TRAINER, THETA_TRAINER),
 ))

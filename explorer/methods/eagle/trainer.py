@@ -1,0 +1,69 @@
+"""EAGLE's feature head trainer as ``python -m explorer train feature-head`` (``train``: the training
+itself); heavy imports wait until it runs."""
+
+from __future__ import annotations
+
+from ...errors import ExplorerError
+from .. import Trainer
+
+
+def _arguments(parser) -> None:
+    from .head import ARTIFACT_DIR as HEAD_DIR, MAX_LAYERS
+
+    parser.add_argument("--model", default="default", help="the target: default | hf:ORG/NAME | tiny-random[:SEED[:LAYERS]]")
+    parser.add_argument("--layers", type=int, default=1, help=f"decoder layers in the head (1 to {MAX_LAYERS})")
+    parser.add_argument("--vocab", type=int, default=16384, metavar="V",
+                    help="score only the V most frequent answer tokens (+ EOS): a cheaper draft step (0: all)")
+    parser.add_argument("--tokens", type=int, default=1_500_000, help="answer tokens of self-generated training data")
+    parser.add_argument("--steps", type=int, default=3000, help="optimizer steps (AdamW)")
+    parser.add_argument("--unroll", type=int, default=3, help="draft steps trained per position (training-time test; "
+                                                          "1: the paper's true features only)")
+    parser.add_argument("--batch", type=int, default=4, help="windows of 512 tokens per step")
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--w-feature", type=float, default=1.0, help="weight of the feature regression (smooth L1)")
+    parser.add_argument("--w-token", type=float, default=1.0, help="weight of the KL to the target's top-64")
+    parser.add_argument("--token-share", type=float, default=0.25,
+                    help="share of positions whose token term is computed each step (the V'-row head is most of "
+                         "a step's arithmetic)")
+    parser.add_argument("--seed", type=int, default=0, help="training seed (the data's seed is fixed)")
+    parser.add_argument("--mode", choices=["greedy+sample", "hybrid", "greedy", "sample"], default="greedy+sample",
+                    help="how the target answers the bank (greedy+sample: a greedy pass, then sampled passes)")
+    parser.add_argument("--max-new-tokens", type=int, default=256, help="length cap of the target's answers")
+    parser.add_argument("--prompts", help="a prompt bank JSON file like assets/train_prompts.json (default: that file)")
+    parser.add_argument("--device", help="cpu | cuda (default: cuda when present)")
+    parser.add_argument("--dtype", default="float32", help="the target's dtype while training (default float32)")
+    parser.add_argument("--precompute", type=int, action="append", default=[], metavar="N",
+                    help="also cache the states after layer N in the same frozen pass (for train early-exit)")
+    parser.add_argument("--out", default=str(HEAD_DIR), help=f"artifact folder (default {HEAD_DIR})")
+
+
+def _train(args, argv: list[str]) -> int:
+    import shlex
+    from pathlib import Path
+
+    from .train import HeadTrainConfig, train_feature_head, write_artifact
+    from ...models import load
+    from ...train.data import load_prompt_bank
+
+    if args.vocab < 0:
+        raise ExplorerError("--vocab must be 0 (the whole vocabulary) or a positive count")
+    config = HeadTrainConfig(layers=args.layers, vocab=args.vocab or None, tokens=args.tokens, steps=args.steps,
+                             unroll=args.unroll, batch=args.batch, lr=args.lr, w_feature=args.w_feature,
+                             w_token=args.w_token, token_share=args.token_share, seed=args.seed, mode=args.mode, max_new_tokens=args.max_new_tokens)
+    target = load(args.model, device=args.device, dtype=args.dtype)
+    prompts = load_prompt_bank(path=Path(args.prompts)) if args.prompts else None
+    result = train_feature_head(target, config, prompts, precompute_layers=tuple(args.precompute))
+    path = write_artifact(target, config, result, Path(args.out), "python -m explorer " + shlex.join(argv))
+    accept = " / ".join(f"{a:.1%}" for a in result.heldout_acceptance)
+    untrained = " / ".join(f"{a:.1%}" for a in result.untrained_acceptance)
+    print(f"held-out greedy acceptance by draft position {accept} (untrained {untrained}, {result.heldout_tokens} "
+          f"tokens) · {config.steps} steps in {result.train_seconds:.0f} s · {path}")
+    return 0
+
+
+FEATURE_HEAD_TRAINER = Trainer("feature-head", help="EAGLE's feature-level draft head (Li et al. 2024, section 4)",
+    description="Trains a draft head that predicts the target's next last-layer feature from its current "
+                "one and the next token's embedding (EAGLE), on the target's answers to the prompt bank "
+                "(assets/train_prompts.json; shipped in assets/selfgen/, else generated) and the frozen "
+                "target's features (cached). Seeded; resumes from its checkpoint.",
+    add_arguments=_arguments, run=_train)
