@@ -58,15 +58,15 @@ def make_drafter(spec, target, load_model, verifying_method: str | None = None) 
     """A drafter from a spec string, a loaded model or a ``transformers`` model object.
 
     ``load_model`` turns a model spec or object into a ``LoadedModel`` (``explorer.models.load``).
-    ``verifying_method``: the name of a method that verifies with a target runner of its own (BiLD, beam
-    search, a hierarchical chain); a draft that reads what the speculative round loop's verification
-    computes (the feature head) is refused there with one line saying where it runs.
+    ``verifying_method``: the name of a method that verifies with a target runner of its own rather than
+    the speculative round loop's; a draft that reads what that loop's verification computes (the feature
+    head) is refused there with one line saying so.
     """
     drafter = _drafter(spec, target, load_model)
     if verifying_method is not None and drafter.needs_round_verifier:
         raise ExplorerError(f"{drafter.spec} drafts from the target features that the speculative round loop's "
-                            f"verification computes, and {verifying_method} verifies its own way: run it with "
-                            "method speculative, lenient or eagle")
+                            f"verification computes, and {verifying_method} verifies its own way: run it with a "
+                            "method that verifies in that loop")
     return drafter
 
 
@@ -74,7 +74,7 @@ def _drafter(spec, target, load_model) -> Drafter:
     if not isinstance(spec, str):
         return _model_drafter(load_model(spec), target)
     if ">" in spec:
-        raise ExplorerError(f"{clip(spec, 60)} is a draft chain (smaller>larger): run it with method hierarchical")
+        raise ExplorerError(f"{clip(spec, 60)} is a draft chain (smaller>larger), not one draft")
     name, _, argument = spec.strip().partition(":")
     kind = KINDS.get(name)
     if kind is None:
@@ -120,5 +120,8 @@ def _prompt_lookup(spec, argument, target, load_model):
     return PromptLookupDrafter(positive_int(argument, spec, "prompt-lookup:n (n = the n-gram size)"))
 
 
-register_kind(DraftKind("model", "model:<name>", _model))
-register_kind(DraftKind("prompt-lookup", "prompt-lookup:n", _prompt_lookup))
+register_kind(DraftKind("model", "model:<name>", _model,
+                        glossary="a smaller model with the target's tokenizer (model:default: the default model)."))
+register_kind(DraftKind("prompt-lookup", "prompt-lookup:n", _prompt_lookup,
+                        glossary="no model: the draft copies what followed the last n tokens where they appeared "
+                                 "earlier in the prompt or the output (free, and right when text repeats)."))

@@ -1,7 +1,11 @@
 """The package's layers, enforced on the source (no model is loaded):
 
     leaves      errors, limits, theory, untrusted: import nothing of the project but each other
-    engine      the decoding algorithms: leaves and itself only (no methods, API, artifacts, UI or plots)
+    trace       the data model (a package): the leaves and itself only
+    engine      the decoding algorithms: leaves, the trace and itself only (no methods, API, artifacts, UI or
+                plots), and no method's name in its code
+    below       engine, trace, models, drafts.py, run.py: nothing here imports a method (methods register
+                their draft kinds and trainers themselves)
     methods     one module per method: the engine and the layers below, never the UI or the plots
     viz         figures and HTML from traces: no torch, no transformers, no gradio (test_viz.py too)
     tools       operator tools (the soak tests): imported by the CLI alone, never by the app or the runtime;
@@ -12,6 +16,7 @@ Imports under ``if TYPE_CHECKING:`` are annotations, not dependencies, and are n
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -60,9 +65,54 @@ def test_leaves_import_only_leaves(path):
     assert all(within(n, {f"explorer.{leaf}" for leaf in LEAVES}) for n in mine), (path.name, mine)
 
 
+@pytest.mark.parametrize("path", modules("trace"), ids=lambda p: p.name)
+def test_the_trace_imports_only_itself_and_the_leaves(path):
+    allowed = {"explorer.trace"} | {f"explorer.{leaf}" for leaf in LEAVES}
+    bad = {n for n in project_imports(path) if within(n, {"explorer"}) and not within(n, allowed)}
+    assert not bad, f"trace/{path.name} imports {sorted(bad)}"
+
+
+BELOW_METHODS = modules("engine") + modules("trace") + modules("models") + [PACKAGE / "drafts.py", PACKAGE / "run.py"]
+
+
+@pytest.mark.parametrize("path", BELOW_METHODS, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_nothing_below_the_methods_imports_one(path):
+    bad = {n for n in project_imports(path) if within(n, {"explorer.methods", "explorer.api"})}
+    assert not bad, f"{path.relative_to(PACKAGE)} imports {sorted(bad)}"
+
+
+def method_names_in_code(path: Path, names: set[str]) -> set[str]:
+    """Method names written as string literals in a module's code (docstrings, which cite the papers, aside):
+    what ``if method == "bild"`` or a hand-kept list of methods would need."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)) and node.body
+                  and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    words = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            words |= set(re.findall(r"[a-z][a-z0-9_-]*", node.value))
+    return words & names
+
+
+@pytest.mark.parametrize("path", modules("engine") + [PACKAGE / "drafts.py", PACKAGE / "run.py"],
+                         ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_the_engine_names_no_method(path):
+    import explorer
+
+    named = method_names_in_code(path, set(explorer.METHODS) - {"ar", "speculative"})  # the round loop's own two
+    assert not named, f"{path.relative_to(PACKAGE)} names the methods {sorted(named)}"
+
+
+def test_the_name_check_sees_a_method(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text('"""BiLD and bita in a docstring are fine."""\nif method == "bild":\n    pass\n')
+    assert method_names_in_code(module, {"bild", "bita"}) == {"bild"}
+
+
 @pytest.mark.parametrize("path", modules("engine"), ids=lambda p: p.name)
 def test_the_engine_imports_only_itself_and_the_leaves(path):
-    allowed = {"explorer.engine"} | {f"explorer.{leaf}" for leaf in LEAVES}
+    allowed = {"explorer.engine", "explorer.trace"} | {f"explorer.{leaf}" for leaf in LEAVES}
     bad = {n for n in project_imports(path) if (within(n, {"explorer"}) and not within(n, allowed))
            or within(n, UI_AND_PLOTS)}
     assert not bad, f"engine/{path.name} imports {sorted(bad)}"

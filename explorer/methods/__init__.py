@@ -227,8 +227,9 @@ class Method:
         if isinstance(spec, str) and self.draft != "none" and not self.accepts_draft(spec, options):
             kind = draft_kind(spec)
             if kind == "chain":
+                chained = [m.name for m in discover().values() if "chain" in (m.draft_kinds() or ())]
                 raise ExplorerError(f"{clip(spec, 60)} is a draft chain (smaller>larger): run it with method "
-                                    "hierarchical")
+                                    f"{' or '.join(chained)}")
             if kind in KINDS or kind == "chain":
                 why = self.draft_words or f"{self.name} runs {', '.join(self.draft_kinds(options) or ())} drafts"
                 raise ExplorerError(f"{self.name} cannot run the draft {clip(spec, 60)}: {why}")

@@ -513,6 +513,11 @@ register(Method(
     check_round=check_round,
     round_tokens=round_tokens,
     system=system,
+    glossary="speculative beam search: k candidate texts (beams) kept at once, each extended by the draft and "
+             "checked by the target. Rule **exact** (Leviathan et al., Appendix A.4) keeps the draft's beam steps "
+             "only where they equal the target's own, so the result is the target's beam search; rule **004** "
+             "follows the reproduction report of speculative decoding (Tulsian, Goyal and Aggarwal), whose "
+             "**Algorithm 2** branches after each verified draft: faster, approximate (lossy).",
     system_syntax=f"beam:<{'|'.join(RULES)}>:<k>:<draft>[@γ]",
     drafts=lambda options: ("model", "early-exit") if options is None or options.rule == "exact"
     else ("model", "early-exit", "prompt-lookup"),

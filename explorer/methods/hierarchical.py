@@ -188,6 +188,9 @@ register(Method(
     start=start,
     check_round=check_round,
     round_tokens=round_tokens,
+    glossary="hierarchical drafts (004, Algorithm 3): a **draft chain** written smallest first, "
+             "prompt-lookup:3>early-exit:4, where each draft is itself drafted by the one before it (**γ_inner** "
+             "tokens per inner round) and every level verifies the level below exactly; lossless.",
     drafts=("chain",),
     default_draft="prompt-lookup:3>early-exit:4",  # measured: the faster of the two shipped chains
     draft_words="A hierarchical draft is a chain, smallest first, e.g. prompt-lookup:3>early-exit:4 (prompt lookup "

@@ -45,4 +45,7 @@ register(Method(
     options=LenientOptions,
     start=start,
     detail=DETAIL,
+    glossary="speculative sampling with **lenience l** (Leviathan et al., Appendix A.5): a draft is accepted with "
+             "probability min(1, p/(l·q)) (greedy: when p is at least l × the target's top probability). l = 1 is "
+             "the exact rule; below 1 more drafts pass and the output can change (lossy).",
 ))

@@ -122,5 +122,8 @@ register(Method(
     options=SyntheticOptions,
     start=start,
     draft="none",
+    glossary="the theory lab's draft: it proposes the target's own greedy token with probability **α** and costs "
+             "**c** target steps, so Theorem 3.8's assumptions hold by construction and the measured speed-up can be "
+             "set beside the formula.",
     draft_words="the synthetic draft of the options below (α and c): no drafter",
 ))

@@ -1,11 +1,13 @@
-"""The page's glossary: every word and symbol the page uses, in plain words (shown folded under the run)."""
+"""The page's glossary: every word and symbol the page uses, in plain words (shown folded under the run).
+
+The words every run shares are here; each method's and each draft kind's own words are in its record
+(``Method.glossary``, ``DraftKind.glossary``), so a new method brings its words with it."""
+
+from explorer import drafts, methods
 
 GLOSSARY = """
 **Target model**: the model whose output we want. **Draft (drafter)**: something cheaper that guesses the
-target's next tokens: a small model, the target's own first layers with an exit head (early-exit), a
-**feature head** (EAGLE: one small layer that guesses the target's next internal state, its *feature*, from
-the current one and the next token, then reads the token from it with the target's own output layer), or a
-copy of text already in the prompt (prompt lookup).
+target's next tokens (the kinds are listed at the end).
 
 **Round**: the draft proposes γ tokens, the target checks all of them in **one** forward pass (a
 *verification*), and the longest run of drafts it agrees with is kept. **γ (gamma)**: drafts per round.
@@ -39,8 +41,12 @@ draft is right); **r_d**, accepted drafts ÷ output tokens (how much of the text
 their harmonic mean; **eq. 14**, EESD's predicted speed-up v_d / ((c − v_d)·r_d + v_d). **θ_M**: calibrated
 Thompson sampling's predicted chance, from the draft's own hidden state, that its next token is accepted
 (a small trained predictor); **θ̂** its running estimate from the run.
-
-**004**: the reproduction report of speculative decoding (Tulsian, Goyal and Aggarwal) that this project
-also implements; its **Algorithm 2** is speculative beam search (method `beam`, rule `004`, approximate),
-beside Leviathan et al.'s exact rule (their Appendix A.4).
 """
+
+
+def glossary_markdown() -> str:
+    """The glossary: the common words, then each method's and each draft kind's, from the registry."""
+    method_lines = "\n".join(f"- **{m.name}**: {m.glossary or m.summary}" for m in methods.discover().values())
+    kind_lines = "\n".join(f"- **{k.form}**: {k.glossary}" for k in drafts.KINDS.values() if k.glossary)
+    text = f"{GLOSSARY.strip()}\n\n**The methods** (the Method box):\n\n{method_lines}"
+    return text + (f"\n\n**The drafts** (the Drafter box):\n\n{kind_lines}" if kind_lines else "")

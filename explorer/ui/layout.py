@@ -19,7 +19,7 @@ from explorer.limits import MAX_GAMMA, MAX_NEW_TOKENS
 
 from .audit import audit_section, wire_audit
 from .examples import EXAMPLES
-from .glossary import GLOSSARY
+from .glossary import glossary_markdown
 from . import disk
 from .handlers import TRACE_DIR, Handlers, forget_session
 from .jobs import DECODE_CONCURRENCY, gated
@@ -139,7 +139,7 @@ def build_demo() -> gr.Blocks:
                                 seed = gr.Number(0, label="seed", info="0 to 2^63 − 1", elem_id="seed")
                         options = build_options_panel(first.method)
                         with gr.Accordion("Glossary: the words and symbols on this page", open=False, elem_id="glossary"):
-                            gr.Markdown(GLOSSARY)
+                            gr.Markdown(glossary_markdown())
                         with examples_slot:
                             gr.Examples([[e.prompt, e.method, e.draft] for e in EXAMPLES], inputs=[prompt, method, draft],
                                         example_labels=[e.kind for e in EXAMPLES], label="Examples (prompt and a drafter that suits it)")

@@ -68,6 +68,9 @@ register(Method(
     controller=False,
     detail=DETAIL,
     system=system,
+    glossary="BiTA (Lin et al.): trained **prompt tokens** and **mask tokens** (M of them) let the target draft for "
+             "itself: in one forward it verifies the last **token tree** (candidates per position, checked together "
+             "under a tree attention mask) and drafts the next from its masks. No draft model; lossless.",
     trainers=(BITA_TRAINER,),
     system_syntax=f"bita[:{'|'.join(TREE_KINDS)}[:k]]",
 ))

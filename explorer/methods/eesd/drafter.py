@@ -47,4 +47,6 @@ def _build(spec: str, argument: str, target, load_model) -> ForwardDrafter:
     return early_exit_drafter(spec, n, variant != "untrained", target)
 
 
-register_kind(DraftKind("early-exit", "early-exit:N", _build))
+register_kind(DraftKind("early-exit", "early-exit:N", _build,
+                        glossary="the target's own first N layers plus a trained **exit layer** (EESD 3.1): a draft "
+                                 "that shares the target's cache, so drafting and verifying reuse the same work."))

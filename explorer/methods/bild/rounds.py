@@ -28,12 +28,12 @@ from typing import Iterator
 
 import torch
 
-from .cache import CachedForward
-from .drafters import ForwardDrafter
-from .forward import full_forward
-from .sampling import Rng, SamplingConfig, choose, distribution
-from .rounds import TOP_ALTERNATIVES, Round, run_rounds, top_pairs
-from ..trace import RoundTrace, Timing
+from ...engine.cache import CachedForward
+from ...engine.drafters import ForwardDrafter
+from ...engine.forward import full_forward
+from ...engine.rounds import TOP_ALTERNATIVES, Round, run_rounds, top_pairs
+from ...engine.sampling import Rng, SamplingConfig, choose, distribution
+from ...trace import RoundTrace, Timing
 
 
 @dataclass(frozen=True)

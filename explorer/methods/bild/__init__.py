@@ -7,14 +7,14 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from ..engine.bild import BildConfig, bild_rounds
-from ..drafts import make_drafter
-from ..errors import ExplorerError
-from ..limits import MAX_GAMMA
-from ..run import Decoding
-from ..trace.schema import GAMMA, ID, PROB, RATIO
-from ..untrusted import BOOL, Maybe, Record, one_of
-from . import Method, Options, Request, option, register
+from .rounds import BildConfig, bild_rounds
+from ...drafts import make_drafter
+from ...errors import ExplorerError
+from ...limits import MAX_GAMMA
+from ...run import Decoding
+from ...trace.schema import GAMMA, ID, PROB, RATIO
+from ...untrusted import BOOL, Maybe, Record, one_of
+from .. import Method, Options, Request, option, register
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,6 +92,10 @@ register(Method(
     controller=False,
     detail=DETAIL,
     check_round=check_round,
+    glossary="the Big Little Decoder (Kim et al.): the small model writes until its top probability max p_S falls "
+             "below **α_FB** (a **fallback**: the large model takes the next token), and the large model reviews "
+             "the small model's tokens in one pass and **rolls back** to the first whose −log p_L (nats) exceeds "
+             "**α_RB**. Lossy: its output can differ from the large model's own.",
     drafts=("model", "early-exit"),
     default_draft="early-exit:8",
     draft_words="BiLD's small model writes by itself, so it must give distributions: model:<name> or early-exit:N.",
