@@ -45,8 +45,8 @@ def test_the_exact_rule_is_beam_search_on_tiny_models_with_a_model_draft(tiny_ta
 
 
 def test_a_draft_step_is_accepted_only_when_the_target_keeps_the_same_beams(default_model):
-    t = explorer.decode(default_model, "Repeat: one two three four five six seven eight", method="beam",
-                        draft="early-exit:12", beam_width=2, gamma=4, max_new_tokens=16)
+    t = explorer.decode(default_model, "Count from 1 to 20.", method="beam", draft="early-exit:12", beam_width=2,
+                        gamma=4, max_new_tokens=16)
     kinds = [k for r in t.rounds for k in r.detail["beam"]["kinds"]]
     assert "accepted" in kinds and ("corrected" in kinds or "bonus" in kinds)
     for r in t.rounds:
@@ -61,6 +61,29 @@ def test_a_draft_step_is_accepted_only_when_the_target_keeps_the_same_beams(defa
             for i, node in enumerate(layer) if i == b]
     logp = sum(__import__("math").log(p) for r in t.rounds for p in r.p_emitted)
     assert abs(best[-1]["score"] - logp) < 1e-2
+
+
+@pytest.mark.parametrize("rule", ["exact", "004"])
+def test_rounds_stream_while_the_search_runs_and_a_stop_keeps_a_prefix(default_model, rule):
+    """Issue 25: the search runs on the round driver, so its rounds reach the page as they settle, not at
+    the end, and a consumer that stops after a round stops the search there."""
+    options = dict(method="beam", draft="early-exit:4", beam_width=3, beam_rule=rule, max_new_tokens=24)
+    whole = explorer.decode(default_model, PROMPTS[0], **options)
+    decoding = explorer.stream(default_model, PROMPTS[0], **options)
+    items = decoding.steps()
+    heartbeats = 0
+    for item in items:
+        if item is not None:
+            break
+        heartbeats += 1
+    searched = sum(len(r.detail["beam"]["layers"]) + r.detail["beam"].get("after", {}).get("steps", 0)
+                   for r in whole.rounds)
+    assert heartbeats < len(whole.rounds) and heartbeats < searched  # the first round came before the search ended
+    stopped = decoding.trace()
+    assert stopped.summary.stop_reason == "stopped" and 1 == len(stopped.rounds)
+    assert whole.output_ids[: len(stopped.output_ids)] == stopped.output_ids  # a prefix of the whole text
+    assert [r.emitted for r in stopped.rounds] == [r.emitted for r in whole.rounds[:1]]
+    items.close()
 
 
 def test_the_004_rule_branches_after_each_verified_draft(default_model):
@@ -78,7 +101,7 @@ def test_the_004_rule_branches_after_each_verified_draft(default_model):
 
 
 def test_bad_settings_get_one_line(default_model):
-    with pytest.raises(explorer.ExplorerError, match="needs a draft with distributions"):
+    with pytest.raises(explorer.ExplorerError, match="the draft must give distributions"):
         explorer.decode(default_model, PROMPTS[0], method="beam", draft="prompt-lookup:3", max_new_tokens=4)
     with pytest.raises(explorer.ExplorerError, match="set temperature 0"):
         explorer.decode(default_model, PROMPTS[0], method="beam", draft="early-exit:4", temperature=0.7)
@@ -145,7 +168,7 @@ def test_the_bench_runs_beam_systems_beside_hugging_face_beam_search(default_mod
     assert (system.method, system.draft, system.gamma, dict(system.options)) == (
         "beam", "prompt-lookup:3", 2, {"beam_rule": "004", "beam_width": 3})
     for bad in ("beam:fast:3:early-exit:4", "beam:exact:9:early-exit:4", "beam:exact:3", "hf-beam:0", "hf-beam@2"):
-        with pytest.raises(explorer.ExplorerError, match="unknown system"):
+        with pytest.raises(explorer.ExplorerError, match="unknown system|bad system|beam_width"):
             bench.parse_system(bad, 4, "fixed")
     prompts = [p for p in bench.load_prompts() if p["category"] == "qa"][:1]
     report = bench.run("default", ("hf-beam:2", "beam:exact:2:early-exit:4"), repeats=1, max_new_tokens=6,

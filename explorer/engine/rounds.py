@@ -11,7 +11,10 @@ what every method shares, written once here:
 
 A step gets a ``Round`` (its index, the committed context, the budget and the clock), decodes, calls
 ``Round.commit`` with the tokens it emits (the context grows; the step then cuts its caches back to it),
-and returns a zero-argument function that builds the round's ``RoundTrace``.
+and returns a zero-argument function that builds the round's ``RoundTrace``, or None when it worked but
+has no round to show yet (beam search, whose rounds are its best beam's history: a round is shown once
+every beam that can still win descends from it); the driver then yields None, a heartbeat where a
+consumer may stop the run.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from ..trace import RoundTrace
 
 TOP_ALTERNATIVES = 5  # alternatives per position kept in a record (draft_top, target_top, residual_top)
 
-Step = Callable[["Round"], Callable[[], RoundTrace]]
+Step = Callable[["Round"], Callable[[], RoundTrace] | None]
 
 
 @dataclass
@@ -67,6 +70,9 @@ def run_rounds(device: torch.device, eos, step: Step, prompt_ids: list[int],
     produced = index = 0
     while produced < max_new_tokens:
         build_record = step(Round(index, context, max_new_tokens - produced, eos, clock, clock()))
+        if build_record is None:  # the step worked but has no round to show yet (a search whose history settles
+            yield None            # later): a heartbeat, where a consumer may stop it
+            continue
         recording_from = clock()
         record = build_record()
         yield record, clock() - recording_from

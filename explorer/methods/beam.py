@@ -36,8 +36,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import time
-from typing import Iterator
 
 import torch
 
@@ -45,6 +43,7 @@ from ..drafts import make_drafter
 from ..engine.acceptance import greedy_accept
 from ..engine.cache import CachedForward, common_prefix
 from ..engine.forward import full_forward
+from ..engine.rounds import Round, clock_for, run_rounds
 from ..engine.sampling import SamplingConfig
 from ..trace import RoundTrace, Timing
 from ..errors import ExplorerError
@@ -230,8 +229,9 @@ class RoundRecord:
 class SpeculativeBeams:
     """One run of beam search on the request's target with ``drafter``, round by round under the chosen rule."""
 
-    def __init__(self, request: Request, options: BeamOptions, drafter):
+    def __init__(self, request: Request, options: BeamOptions, drafter, clock):
         target = request.target
+        self.clock = clock  # the round driver's (synchronised on a GPU)
         self.options, self.drafter = options, drafter
         self.prompt = list(request.prompt_ids)
         self.gamma = min(request.settings.gamma, MAX_BEAM_GAMMA)
@@ -241,12 +241,9 @@ class SpeculativeBeams:
         self.rounds: list[RoundRecord] = []
         self.rng = request.rng()
 
-    def run(self) -> Iterator[None]:
-        """The search, one round at a time: ``None`` after each (the round driver's heartbeat, where a
-        consumer may stop it); ``rounds`` holds them."""
-        while not self.search.done:
-            self.rounds.append(self._exact_round() if self.options.rule == "exact" else self._004_round())
-            yield None
+    def next_round(self) -> None:
+        """One round of the search under the chosen rule, added to ``rounds``."""
+        self.rounds.append(self._exact_round() if self.options.rule == "exact" else self._004_round())
 
     def _draft_steps(self) -> int:
         return max(0, min(self.gamma, self.search.max_new - self.search.length - 1))
@@ -255,11 +252,11 @@ class SpeculativeBeams:
 
     def _exact_round(self) -> RoundRecord:
         r = len(self.rounds)
-        t0 = time.perf_counter()
+        t0 = self.clock()
         draft_before = self.drafter.runner.forwards
         depth = self._draft_steps()  # at most γ: the target adds one step more
         levels = self._draft_beam_search(depth)  # levels[j]: the draft's beams after j steps (ids, q of last)
-        t1 = time.perf_counter()
+        t1 = self.clock()
         # the target scores every draft beam's end: one row per beam that no deeper beam extends
         ends = {ids for level in levels for ids, _ in level}
         leaves = [ids for ids in ends if not any(len(o) > len(ids) and o[:len(ids)] == ids for o in ends)]
@@ -271,7 +268,7 @@ class SpeculativeBeams:
         for ids, lp in zip(leaves, found):
             for j in range(len(ids) - start_len + 1):
                 after.setdefault(ids[:start_len + j], lp[j])
-        t2 = time.perf_counter()
+        t2 = self.clock()
         drafts = [[(ids, q, math.exp(float(after[ids[:-1]][ids[-1]]))) for ids, q in level] for level in levels[1:]]
         layers, kinds = [], []
         for j in range(1, depth + 2):
@@ -282,7 +279,7 @@ class SpeculativeBeams:
             kinds.append("accepted" if same else "target" if depth == 0 else "bonus" if j == depth + 1 else "corrected")
             if self.search.done or not same:
                 break
-        t3 = time.perf_counter()
+        t3 = self.clock()
         return RoundRecord(layers, kinds, drafts, depth, self.pool.forwards - before,
                            self.drafter.runner.forwards - draft_before, Timing(t1 - t0, t2 - t1, t3 - t2))
 
@@ -318,20 +315,20 @@ class SpeculativeBeams:
         r = len(self.rounds)
         search, k = self.search, self.k
         draft_s = verify_s = 0.0
-        t_start = time.perf_counter()
+        t_start = self.clock()
         draft_before, before = self._draft_forwards(), self.pool.forwards
         candidates, chains = [], []
         for parent, beam in enumerate(search.running):
             depth = max(0, min(self.gamma, search.max_new - len(beam.ids) - 1))
-            t0 = time.perf_counter()
+            t0 = self.clock()
             proposal = self.drafter.propose(self.prompt + list(beam.ids), depth, GREEDY, self.rng, KEEP_DRAFTING) \
                 if depth else None
             tokens = list(proposal.tokens) if proposal is not None else []
             end = next((i for i, t in enumerate(tokens) if t in search.eos), None)
             tokens = tokens if end is None else tokens[: end + 1]  # nothing after the end is verified
-            t1 = time.perf_counter()
+            t1 = self.clock()
             lp = self.pool.logprobs([self.prompt + list(beam.ids) + tokens], [len(tokens) + 1])[0]  # (n+1, V)
-            draft_s, verify_s = draft_s + t1 - t0, verify_s + time.perf_counter() - t1
+            draft_s, verify_s = draft_s + t1 - t0, verify_s + self.clock() - t1
             n = greedy_accept(lp.argmax(dim=-1).tolist(), tokens).n_accepted  # speculative sampling, greedy
             q = [float(proposal.q[i, t]) if proposal.q is not None else 1.0 for i, t in enumerate(tokens)]
             p = [math.exp(float(lp[i, t])) for i, t in enumerate(tokens)]
@@ -349,9 +346,9 @@ class SpeculativeBeams:
                 candidates.append(Node(parent, added, gained + float(lp[n, token]), beam.ids + added,
                                        probs=tuple(p[:n]) + (math.exp(float(lp[n, token])),), accepted=n,
                                        layer=(r, 0)))
-        t_rank = time.perf_counter()
+        t_rank = self.clock()
         layer = search.select(candidates)
-        other = time.perf_counter() - t_rank + (t_rank - t_start - draft_s - verify_s)
+        other = self.clock() - t_rank + (t_rank - t_start - draft_s - verify_s)
         levels = [[chain[j] for chain in chains if len(chain) > j] for j in range(max(map(len, chains), default=0))]
         return RoundRecord([layer], ["branch"], levels, self.gamma, self.pool.forwards - before,
                            self._draft_forwards() - draft_before, Timing(draft_s, verify_s, other))
@@ -362,48 +359,110 @@ class SpeculativeBeams:
 
 
 
-# -- the trace: the best beam's history ------------------------------------------------------------------
+# -- the trace: the best beam's history, round by round as it settles -----------------------------------------
 
 
-def trace_rounds(records: list[RoundRecord], search: TargetBeams, prompt_len: int, rule: str, width: int):
-    """One ``RoundTrace`` per round, telling the best finished beam's history (see the module's doc)."""
-    layers = [(r, j) for r, rec in enumerate(records) for j in range(len(rec.layers))]
-    kept = [[c for c in records[r].layers[j] if c.kept] for r, j in layers]
-    path: dict[tuple[int, int], Node] = {}
-    if records:
-        node = search.best()
-        g = layers.index(node.layer)
-        while True:
-            path[layers[g]] = node
-            if g == 0:
-                break
-            node, g = kept[g - 1][node.parent], g - 1
-    best_ids = search.best().ids if records else ()
-    context, start = prompt_len, ()
-    for r, rec in enumerate(records):
+class BeamStep:
+    """Beam search as the round driver's step. Each call runs one round of the search; the trace's rounds
+    are the best beam's history (see the module's doc), and round r of it is shown as soon as every beam
+    that can still win (the running ones and the finished ones kept) descends from the same node at the
+    end of round r: nothing the search does later can change it. Until then the step returns None (the
+    driver's heartbeat, where Stop takes effect); when the search ends, the rest of the winner's history
+    follows. A stopped run's trace is therefore a prefix of the text the search would have returned."""
+
+    def __init__(self, beams: SpeculativeBeams, rule: str, width: int):
+        self.beams, self.rule, self.width = beams, rule, width
+        self.shown = 0  # rounds of the history handed to the driver
+        self.step_of: dict[tuple[int, int], int] = {}  # (round, step in round) → its place among all steps
+        self.kept: list[list[Node]] = []  # the candidates each step kept, in rank order
+        self.path: dict[tuple[int, int], Node] = {}  # the settled line of ancestors: (round, step) → node
+
+    def __call__(self, round_: Round):
+        search = self.beams.search
+        settled = self._settled()
+        if self.shown >= settled and not search.done:
+            self.beams.next_round()
+            for j, layer in enumerate(self.beams.rounds[-1].layers):
+                self.step_of[(len(self.beams.rounds) - 1, j)] = len(self.kept)
+                self.kept.append([c for c in layer if c.kept])
+            settled = self._settled()
+        if self.shown >= settled:
+            if search.done:  # the winner's history is shown whole before its end token or its last length
+                raise RuntimeError("beam search ended with its history shown but the text unfinished")
+            return None
+        r = self.shown
+        self.shown += 1
+        emitted = [t for j in range(len(self.beams.rounds[r].layers)) if (r, j) in self.path
+                   for t in self.path[(r, j)].tokens]
+        context_len = round_.commit(emitted)
+        path = dict(self.path)
+        # the winner's last round also pays for the search's rounds after it (they ruled out the other beams)
+        after = self.beams.rounds[r + 1:] if search.done and r == search.best().layer[0] else []
+        return lambda: self._record(r, path, context_len, after)
+
+    def _contenders(self) -> list[Node]:
+        search = self.beams.search
+        return [search.best()] if search.done else list(search.running) + [n for _, n in search.finished]
+
+    def _parent(self, node: Node) -> Node | None:
+        g = self.step_of[node.layer]
+        return self.kept[g - 1][node.parent] if g else None
+
+    def _settled(self) -> int:
+        """How many rounds of the best beam's history are fixed: those whose last node on every contender's
+        line of ancestors is the same. Walks back from the newest step until the lines meet (their common
+        ancestor), and keeps that ancestor's line in ``path``."""
+        if not self.beams.rounds:
+            return 0
+        contenders = self._contenders()
+        nodes = list({id(n): n for n in contenders}.values())
+        while len(nodes) > 1:
+            latest = max(self.step_of[n.layer] for n in nodes)
+            older = [self._parent(n) if self.step_of[n.layer] == latest else n for n in nodes]
+            if any(n is None for n in older):
+                return 0  # they part at the first step
+            nodes = list({id(n): n for n in older}.values())
+        anchor = nodes[0]
+        node = anchor
+        while node is not None and self.path.get(node.layer) is not node:
+            self.path[node.layer] = node
+            node = self._parent(node)
+        r, j = anchor.layer
+        ends_round = j == len(self.beams.rounds[r].layers) - 1 or all(c is anchor for c in contenders)
+        return r + 1 if ends_round else r
+
+    def _record(self, r: int, path: dict[tuple[int, int], Node], context_len: int,
+                after: list[RoundRecord]) -> RoundTrace:
+        rec = self.beams.rounds[r]
         nodes = [path[(r, j)] for j in range(len(rec.layers)) if (r, j) in path]
+        before = next((path[(r - 1, j)].ids for j in range(len(self.beams.rounds[r - 1].layers) - 1, -1, -1)
+                       if (r - 1, j) in path), ()) if r else ()
         emitted = tuple(t for n in nodes for t in n.tokens)
         probs = tuple(p for n in nodes for p in n.probs)
-        drafted, q, p = _lineage(rec.levels, start, best_ids) if nodes else ((), (), ())
-        if rule == "exact":
+        drafted, q, p = _lineage(rec.levels, before, nodes[-1].ids)
+        if self.rule == "exact":
             n_accepted = sum(rec.kinds[j] == "accepted" for j in range(len(nodes)))
             last = rec.kinds[len(nodes) - 1] if len(nodes) > n_accepted else None
         else:
-            n_accepted = nodes[0].accepted if nodes else 0
+            n_accepted = nodes[0].accepted
             last = None if len(emitted) == n_accepted else "bonus" if n_accepted == len(drafted) else "corrected"
         kind = {"corrected": "corrected", "bonus": "bonus", "target": "target"}.get(last)
         rejected = n_accepted if kind == "corrected" and n_accepted < len(drafted) else None
-        detail = {"beam": {"rule": rule, "width": width, "drafted_steps": rec.drafted_steps, "kinds": rec.kinds,
-                           "layers": [[n.record() for n in layer] for layer in rec.layers],
+        detail = {"beam": {"rule": self.rule, "width": self.width, "drafted_steps": rec.drafted_steps,
+                           "kinds": rec.kinds, "layers": [[n.record() for n in layer] for layer in rec.layers],
                            "best": [path[(r, j)].index if (r, j) in path else -1 for j in range(len(rec.layers))]}}
-        yield RoundTrace(
-            index=r, context_len=context, drafted=tuple(drafted), q_drafted=tuple(q), p_drafted=tuple(p),
+        timing, target_forwards, draft_forwards = rec.timing, rec.target_forwards, rec.draft_forwards
+        if after:  # folded in: their cost, and how many rounds and steps the search still took
+            timing = Timing(*(sum(getattr(x.timing, f) for x in [rec, *after]) for f in ("draft_s", "verify_s", "other_s")))
+            target_forwards += sum(x.target_forwards for x in after)
+            draft_forwards += sum(x.draft_forwards for x in after)
+            detail["beam"]["after"] = {"rounds": len(after), "steps": sum(len(x.layers) for x in after)}
+        return RoundTrace(
+            index=r, context_len=context_len, drafted=tuple(drafted), q_drafted=tuple(q), p_drafted=tuple(p),
             n_accepted=n_accepted, emitted=emitted, emitted_kind=("accepted",) * n_accepted + ((kind,) if kind else ()),
             p_emitted=probs, event="rejected" if rejected is not None else "all-accepted" if drafted else "no-draft",
-            timing=rec.timing, rejected_at=rejected, draft_forwards=rec.draft_forwards,
-            target_forwards=rec.target_forwards, detail=detail), 0.0
-        context += len(emitted)
-        start += emitted
+            timing=timing, rejected_at=rejected, draft_forwards=draft_forwards, target_forwards=target_forwards,
+            detail=detail)
 
 
 def _lineage(levels, start: tuple[int, ...], best: tuple[int, ...]):
@@ -440,12 +499,11 @@ def start(request: Request, options: BeamOptions) -> Decoding:
     settings = dataclasses.replace(request.settings, controller="fixed", gamma=min(request.settings.gamma, MAX_BEAM_GAMMA),
                                    options=options.as_dict())
 
-    def rounds():
-        search = SpeculativeBeams(request, options, drafter)
-        yield from search.run()  # heartbeats: the search stops between rounds when nobody waits for it
-        yield from trace_rounds(search.rounds, search.search, len(request.prompt_ids), options.rule, options.width)
-
-    return Decoding(request, "beam", drafter.spec, settings, rounds(), drafter.about)
+    target = request.target
+    beams = SpeculativeBeams(request, options, drafter, clock_for(target.device))
+    rounds = run_rounds(target.device, target.eos_token_ids, BeamStep(beams, options.rule, options.width),
+                        request.prompt_ids, settings.max_new_tokens)
+    return Decoding(request, "beam", drafter.spec, settings, rounds, drafter.about)
 
 
 def check_round(data: dict, path: str) -> None:
@@ -456,6 +514,10 @@ def check_round(data: dict, path: str) -> None:
     where = f"{path}.detail.beam"
     if not isinstance(beam, dict) or beam.get("rule") not in RULES or not _whole(beam.get("width"), 1, MAX_WIDTH):
         raise Refused(f"{where} must name its rule ({', '.join(RULES)}) and a width from 1 to {MAX_WIDTH}")
+    after = beam.get("after")
+    if after is not None and not (isinstance(after, dict) and _whole(after.get("rounds"), 1, 2**31 - 1)
+                                  and _whole(after.get("steps"), 1, 2**31 - 1)):
+        raise Refused(f"{where}.after must count the search's rounds and steps after the winner's last round")
     layers, kinds, best = beam.get("layers"), beam.get("kinds"), beam.get("best")
     if not (isinstance(layers, list) and 1 <= len(layers) <= MAX_BEAM_GAMMA + 1):
         raise Refused(f"{where}.layers must be a list of 1 to {MAX_BEAM_GAMMA + 1} steps")

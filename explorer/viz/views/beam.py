@@ -99,7 +99,9 @@ def beam_tree_figure(trace, round_index: int) -> go.Figure:
         kinds = (trace.rounds[round_index].detail.get("beam") or {}).get("kinds", [])
         fig.add_vrect(x0=start + 0.5, x1=max(p["x"] for p in selected) + 0.5, fillcolor="#fde68a", opacity=0.3,
                       line_width=0)
-        round_words = f"<br><sup>shaded: round {round_index + 1}, {_kinds_words(kinds)}</sup>"
+        after = (trace.rounds[round_index].detail.get("beam") or {}).get("after")
+        more = f"; then {after['rounds']} more search rounds ruled out the other beams" if after else ""
+        round_words = f"<br><sup>shaded: round {round_index + 1}, {_kinds_words(kinds)}{more}</sup>"
     fig.update_layout(xaxis={"title": {"text": "tokens generated (beam length)"}, "rangemode": "tozero"},
                       yaxis={"title": {"text": "rank in its step (0 = best)"}, "autorange": "reversed", "dtick": 1},
                       hovermode="closest")
