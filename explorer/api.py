@@ -45,6 +45,13 @@ def stream(model, prompt: str | None = None, *, prompt_ids: list[int] | None = N
     (α_RB; ``inf``/None: never roll back) and ``max_small_steps``; ``bita`` takes ``bita_tree``,
     ``bita_masks``, ``bita_top_k`` and ``bita_tokens``. ``python -m explorer run --help`` lists them all.
     """
+    with _LOAD_LOCK:  # one start at a time: loads, and the drafts a start builds, share process-wide state
+        return _start(model, prompt, prompt_ids, method, draft, gamma, controller, temperature, top_k, top_p,
+                      max_new_tokens, seed, chat, device, dtype, options)
+
+
+def _start(model, prompt, prompt_ids, method, draft, gamma, controller, temperature, top_k, top_p, max_new_tokens,
+           seed, chat, device, dtype, options) -> Decoding:
     model, draft = _spec(model, "model"), _spec(draft, "draft")
     chosen = methods.get(method or ("speculative" if draft is not None else "ar"))
     method_options = methods.split_options(chosen, options)  # refused before anything loads
@@ -97,8 +104,9 @@ def decode(model, prompt: str | None = None, **kwargs) -> RunTrace:
 # distinct spec (tiny-random:1, :2, ... or any hf: id) would otherwise stay in memory for good.
 _LOADED: OrderedDict[tuple, LoadedModel] = OrderedDict()
 # One load at a time: ``transformers`` builds models under process-wide init contexts (meta device), so
-# two threads loading at once (the app's preload and a first visitor) corrupt each other's weights.
-_LOAD_LOCK = threading.Lock()
+# two threads loading at once (the app's preload and a first visitor) corrupt each other's weights. A run's
+# start (its model, the draft layers it builds) holds it too, so callers need no lock of their own.
+_LOAD_LOCK = threading.RLock()
 _GREW: dict[int, int] = {}  # id of a cached LoadedModel → resident bytes its load added
 MAX_CACHED_MODELS = 32  # whatever their size: each holds Python objects, a tokenizer and a loading's garbage
 

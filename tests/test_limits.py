@@ -84,18 +84,18 @@ def test_loaded_models_stay_within_the_byte_budget(monkeypatch):
 
 
 def test_a_closed_pages_trace_file_goes_and_stale_ones_expire(tmp_path, monkeypatch):
-    from explorer.ui import handlers
+    from explorer.ui import handlers, trace_files
 
-    monkeypatch.setattr(handlers, "TRACE_DIR", tmp_path)
+    monkeypatch.setattr(trace_files, "TRACE_DIR", tmp_path)
     trace = explorer.decode("tiny-random", "hi", max_new_tokens=2)
-    mine = handlers.write_trace_file(trace, "session-a")
-    other = handlers.write_trace_file(trace, "session-b")
+    mine = trace_files.write_trace_file(trace, "session-a")
+    other = trace_files.write_trace_file(trace, "session-b")
     assert mine.is_file() and other.is_file()
     handlers.forget_session(type("Request", (), {"session_hash": "session-a"})())
     assert not mine.parent.exists() and other.is_file()
-    old = time.time() - handlers.TRACE_FILE_MAX_AGE_S - 10
+    old = time.time() - trace_files.MAX_AGE_S - 10
     os.utime(other.parent, (old, old))
-    handlers.write_trace_file(trace, "session-c")  # writing cleans what is stale
+    trace_files.write_trace_file(trace, "session-c")  # writing cleans what is stale
     assert not other.parent.exists()
 
 

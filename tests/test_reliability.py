@@ -49,17 +49,17 @@ def test_every_view_draws_every_round_of_a_beam_trace_with_empty_rounds(beam_tra
 def test_a_long_draft_name_gives_a_trace_file_and_a_report_row(tiny_target, tmp_path, monkeypatch):
     """Item 7: a draft name past ≈ 215 characters raised `File name too long`; past ≈ 190 it broke
     "your runs"."""
-    from explorer.ui import handlers
+    from explorer.ui import trace_files
     from explorer.ui.my_runs import runs_report
     from explorer.ui.baseline import BASELINES
     from explorer.reports import load_bench_report
     import dataclasses
     import json
 
-    monkeypatch.setattr(handlers, "TRACE_DIR", tmp_path)
+    monkeypatch.setattr(trace_files, "TRACE_DIR", tmp_path)
     trace = explorer.decode(tiny_target, prompt_ids=[3, 4, 5], draft="model:tiny-random:2:1", max_new_tokens=8)
     long = dataclasses.replace(trace, draft="model:" + "x" * 900)
-    path = handlers.write_trace_file(long, "session-1")
+    path = trace_files.write_trace_file(long, "session-1")
     assert path.is_file() and len(path.name.encode()) < 255
     monkeypatch.setattr(BASELINES, "get", lambda t: trace)
     report, missing = runs_report([long])

@@ -9,12 +9,7 @@ from __future__ import annotations
 
 import html
 import logging
-import re
-import shutil
-import tempfile
-import threading
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
 import gradio as gr
@@ -29,7 +24,8 @@ from explorer.viz.audit import greedy_audit_text
 
 from .baseline import BASELINES, baseline_stream
 from .inputs import decode_options
-from . import disk, jobs
+from . import jobs, trace_files
+from .trace_files import write_trace_file
 from .session import RUNS, STOPS, session_id
 from .views import slot_updates
 
@@ -43,11 +39,6 @@ log = logging.getLogger(__name__)
 # (cheap) follows every few rounds, the figures (tens of ms each) every couple of seconds.
 LIVE_TEXT_EVERY_S = 0.3
 LIVE_PLOTS_EVERY_S = 2.0
-# Models load once per process (explorer.api caches them); the lock keeps two sessions that start at
-# the same moment from loading the same model twice.
-LOAD_LOCK = threading.Lock()
-TRACE_DIR = Path(tempfile.gettempdir()) / "spec-explorer-traces"
-TRACE_FILE_MAX_AGE_S = disk.MAX_AGE_S  # a session that never said goodbye (a killed tab) loses its file after this
 NOTHING_TO_STOP = "■ Nothing is running: Stop ends a decode after its current round."
 
 
@@ -74,20 +65,19 @@ class Handlers:
             options |= p.options.keywords(options["method"], values)
             prompt = values[p.prompt]
             yield {p.status: f"⏳ Loading {viz.safe_markdown(model)} and encoding the prompt…"}
-            with LOAD_LOCK:
-                decoding = explorer.stream(model, prompt, **options)
+            decoding = explorer.stream(model, prompt, **options)
             started = time.perf_counter()
             last_text = last_plots = 0.0
             baseline = None
-            searched = 0
             for r in decoding.steps():
                 if STOPS.pending(session):
                     break
                 now = time.perf_counter()
-                if r is None:  # work between rounds (beam search's steps): say so, and let a Stop or a
-                    searched += 1  # closed page end it here (Gradio stops resuming a cancelled generator)
-                    yield {p.status: f"⏳ {viz.safe_markdown(options['method'])}: step {searched} of the search · "
-                                     f"{now - started:.1f} s (its rounds show when the search ends)"}
+                if r is None:  # work between rounds (a beam search round that settled nothing): say so, and let a
+                    # Stop or a closed page end it here (Gradio stops resuming a cancelled generator)
+                    yield {p.status: f"⏳ {viz.safe_markdown(options['method'])}: searching · {now - started:.1f} s "
+                                     f"({len(decoding.rounds)} rounds settled; a round shows once every beam that "
+                                     "can still win shares it)"}
                     continue
                 if r.index == 0 or now - last_text >= LIVE_TEXT_EVERY_S:
                     trace = decoding.trace()
@@ -130,8 +120,7 @@ class Handlers:
         p = self.page
         yield {p.status: f"{viz.run_summary(trace)}\n\n⏳ Measuring the autoregressive baseline on the same "
                          "prompt and settings (once; cached for later runs)…"}
-        with LOAD_LOCK:
-            decoding = baseline_stream(trace)
+        decoding = baseline_stream(trace)
         last_shown = time.perf_counter()
         for r in decoding:
             if STOPS.pending(session):
@@ -377,13 +366,12 @@ class Handlers:
         try:
             # no controller: the engine's default (fixed γ), except eesd's Thompson sampling from its preset
             options = decode_options(method, draft, gamma, None, temperature, 0, 1.0, max_new_tokens, seed)
-            with LOAD_LOCK:
-                decoding = explorer.stream(model, prompt, **options)
+            decoding = explorer.stream(model, prompt, **options)
             tokens = searched = 0
             for r in decoding.steps():
                 if r is None:  # a step of work between rounds (beam search): a cancelled job ends here
                     searched += 1
-                    yield f"step {searched} of the search"
+                    yield f"searching: {searched} search rounds without a newly settled round"
                     continue
                 tokens += len(r.emitted)
                 yield f"round {r.index + 1}: {tokens} / {options['max_new_tokens']} tokens"
@@ -404,50 +392,12 @@ def audit_words(trace, baseline) -> str:
     return greedy_audit_text(trace, baseline, greedy_audit(trace, baseline))
 
 
-def trace_folder(session: str) -> Path:
-    return TRACE_DIR / re.sub(r"[^A-Za-z0-9_-]", "_", session)[:64]
-
-
-def race_folder(session: str) -> Path:
-    """Where a session's race report is written (``ui/race``)."""
-    return TRACE_DIR / (trace_folder(session).name + "-race")
-
-
 def forget_session(request: gr.Request) -> None:
-    """The page was closed: its jobs stop at their next check, its trace file (and its race report) go."""
+    """The page was closed: its jobs stop at their next check, its runs and trace files go."""
     session = session_id(request)
     jobs.close(session)
     RUNS.forget(session)
-    offered = [path.name for folder in (trace_folder(session), race_folder(session)) if folder.is_dir()
-               for path in folder.iterdir()]
-    disk.forget_copies(offered)  # Gradio's own copies, which its download links serve
-    shutil.rmtree(trace_folder(session), ignore_errors=True)
-    shutil.rmtree(race_folder(session), ignore_errors=True)
-
-
-def _clean_stale_trace_files(now: float) -> None:
-    """Folders of sessions that left without an unload event, once older than ``TRACE_FILE_MAX_AGE_S``."""
-    for folder in TRACE_DIR.glob("*"):
-        try:
-            if now - folder.stat().st_mtime > TRACE_FILE_MAX_AGE_S:
-                shutil.rmtree(folder, ignore_errors=True)
-        except OSError:  # removed by another thread meanwhile
-            pass
-
-
-def write_trace_file(trace, session: str) -> Path:
-    """The trace as a JSON file for the download button (one file per session, replaced by the next;
-    removed when the page closes, or after an hour)."""
-    _clean_stale_trace_files(time.time())
-    folder = trace_folder(session)
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True, exist_ok=True)
-    # a draft's name may be 1000 characters; a file name may not pass 255 bytes
-    draft = re.sub(r"[^A-Za-z0-9_.-]", "_", trace.draft or "none")[:60]
-    name = re.sub(r"[^A-Za-z0-9_.-]", "_", f"trace-{trace.method[:40]}-{draft}-{time.strftime('%Y%m%d-%H%M%S')}")
-    path = folder / f"{name}.json"
-    path.write_text(trace.to_json(), encoding="utf-8")
-    return path
+    trace_files.forget_files(session)
 
 
 def _slider(n_rounds: int, value: int | None = None) -> gr.Slider:

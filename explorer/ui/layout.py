@@ -21,7 +21,8 @@ from .audit import audit_section, wire_audit
 from .examples import EXAMPLES
 from .glossary import glossary_markdown
 from . import disk
-from .handlers import TRACE_DIR, Handlers, forget_session
+from .handlers import Handlers, forget_session
+from .trace_files import TRACE_DIR
 from .jobs import DECODE_CONCURRENCY, gated
 from .my_runs import my_runs_section, wire_my_runs
 from .options import build_options_panel

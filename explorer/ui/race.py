@@ -19,7 +19,7 @@ from explorer.errors import one_line
 from explorer import race
 from explorer.viz.race import RACE_CSS, race_html
 
-from .handlers import LOAD_LOCK, race_folder
+from .trace_files import race_folder
 from .inputs import decode_options
 from .page import Page
 from . import jobs
@@ -70,10 +70,9 @@ def wire_race(page: Page, section: RaceSection, compare: CompareView, concurrenc
                                      values[page.top_p], values[page.max_new_tokens], values[page.seed])
             yield {section.view: "<div class='race'><div class='race-clock'>⏳ Loading the models of every "
                                  "lane…</div></div>", section.download: gr.DownloadButton(interactive=False)}
-            with LOAD_LOCK:
-                lanes = race.start(values[page.model], values[page.prompt], [values[d] for d in section.lanes],
-                                   temperature=options["temperature"], top_k=options["top_k"], top_p=options["top_p"],
-                                   max_new_tokens=options["max_new_tokens"], seed=options["seed"])
+            lanes = race.start(values[page.model], values[page.prompt], [values[d] for d in section.lanes],
+                               temperature=options["temperature"], top_k=options["top_k"], top_p=options["top_p"],
+                               max_new_tokens=options["max_new_tokens"], seed=options["seed"])
             shown = 0.0
             for _ in race.steps(lanes):
                 if RACE_STOPS.pending(session) or jobs.stopped(session):
