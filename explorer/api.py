@@ -75,6 +75,7 @@ def _start(model, prompt, prompt_ids, method, draft, gamma, controller, temperat
     chosen.check_draft(draft, method_options)
     settings = Settings(temperature=cfg.temperature, top_k=cfg.top_k, top_p=cfg.top_p, gamma=gamma,
                         controller=controller, seed=seed, max_new_tokens=max_new_tokens, chat=chat,
+                        options=method_options.as_dict() if method_options is not None else {},
                         lossy=chosen.is_lossy(method_options))
     request = methods.Request(target, prompt, ids, cfg, settings, draft if chosen.draft != "none" else None,
                               lambda spec: load_cached(spec, device, dtype), chosen.round_tokens)

@@ -496,8 +496,7 @@ def start(request: Request, options: BeamOptions) -> Decoding:
     if options.rule == "exact" and getattr(drafter, "runner", None) is None:
         raise ExplorerError(f"the exact rule runs the draft's own beam search, so it needs a draft with "
                             f"distributions (model:<name> or early-exit:N), not {drafter.spec}")
-    settings = dataclasses.replace(request.settings, controller="fixed", gamma=min(request.settings.gamma, MAX_BEAM_GAMMA),
-                                   options=options.as_dict())
+    settings = dataclasses.replace(request.settings, controller="fixed", gamma=min(request.settings.gamma, MAX_BEAM_GAMMA))
 
     target = request.target
     beams = SpeculativeBeams(request, options, drafter, clock_for(target.device))

@@ -136,7 +136,6 @@ def make_chain(spec, target, load, inner_gamma: int) -> HierarchicalDrafter:
 
 def start(request: Request, options: HierarchicalOptions):
     drafter = make_chain(request.draft, request.target, request.load, options.inner_gamma)
-    request.settings = dataclasses.replace(request.settings, options=options.as_dict())
     return run_speculative(request, drafter, "hierarchical")
 
 

@@ -28,7 +28,6 @@ class LenientOptions(Options):
 
 def start(request: Request, options: LenientOptions):
     drafter = make_drafter(request.draft, request.target, request.load)
-    request.settings = dataclasses.replace(request.settings, options=options.as_dict())
     return run_speculative(request, drafter, "lenient", options.lenience)
 
 

@@ -110,7 +110,6 @@ def start(request: Request, options: SyntheticOptions):
     # seeded by the run's seed and its prompt: one seed over many prompts still draws fresh acceptances
     seed = f"{s.seed}:{','.join(map(str, request.prompt_ids))}"
     drafter = SyntheticDrafter(oracle, options.alpha, options.cost * one_step, target.vocab_size, seed, spec)
-    request.settings = dataclasses.replace(s, options=options.as_dict())
     return run_speculative(request, drafter, "synthetic")
 
 

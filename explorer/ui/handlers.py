@@ -309,19 +309,19 @@ class Handlers:
                    **p.options.visible_for(method)}
         typed = str(draft or "").strip()
         if not takes_draft:  # the box shows no draft rather than one that would not run
-            updates[p.draft] = gr.Dropdown(value="", interactive=False, info=chosen.draft_words or None)
+            updates[p.draft] = gr.Dropdown(value="", interactive=False, info=chosen.draft_words or None, allow_custom_value=True)
         elif chosen.preset is not None:  # eesd, eagle: what the method runs for this model
             try:
                 preset = explorer.method_preset(method, (model or "default").strip())
             except explorer.ExplorerError as err:
                 return {**updates, p.status: f"⚠️ {viz.safe_markdown(err)}"}
-            updates.update({p.draft: gr.Dropdown(value=preset["draft"], interactive=True, info=None),
+            updates.update({p.draft: gr.Dropdown(value=preset["draft"], interactive=True, info=None, allow_custom_value=True),
                             p.controller: gr.Dropdown(value=preset["controller"], interactive=True, visible=True),
                             p.gamma: gr.Number(value=preset["gamma"], interactive=True, visible=True, info=note),
                             p.status: f"{method.upper()} preset: {preset['draft']}, {preset['controller']}, γ cap "
                                       f"{preset['gamma']}. {preset.get('why', '')}"})
         elif not chosen.accepts_draft(typed, defaults):
-            updates[p.draft] = gr.Dropdown(value=chosen.default_draft, interactive=True, info=None)
+            updates[p.draft] = gr.Dropdown(value=chosen.default_draft, interactive=True, info=None, allow_custom_value=True)
             why = f"{chosen.draft_words} " if chosen.draft_words else ""
             updates[p.status] = viz.safe_markdown(f"{why}The drafter is now {chosen.default_draft}.")
         return updates

@@ -44,8 +44,7 @@ def start(request: Request, options: BildOptions) -> Decoding:
         raise ExplorerError("bild needs a small model that gives distributions: model:<name> or early-exit:N")
     config = BildConfig(options.fallback_threshold, options.rollback_threshold, options.max_small_steps)
     # BiLD decides its own draft lengths: the settings' γ is its cap, its controller the fallback rule
-    settings = dataclasses.replace(request.settings, controller="bild", gamma=options.max_small_steps,
-                                   options=options.as_dict())
+    settings = dataclasses.replace(request.settings, controller="bild", gamma=options.max_small_steps)
     rounds = bild_rounds(request.target, drafter, config, request.sampling, request.prompt_ids,
                          settings.max_new_tokens, request.rng())
     return Decoding(request, "bild", drafter.spec, settings, rounds, drafter.about)

@@ -36,8 +36,7 @@ class BitaOptions(Options):
 def start(request: Request, options: BitaOptions) -> Decoding:
     tokens = tokens_for(request.target.model, options.tokens, options.masks)
     config = BitaConfig(options.tree, tokens.n_masks, options.top_k)
-    settings = dataclasses.replace(request.settings, controller=f"bita-{config.tree}", gamma=config.masks,
-                                   options=options.as_dict())
+    settings = dataclasses.replace(request.settings, controller=f"bita-{config.tree}", gamma=config.masks)
     rounds = bita_rounds(request.target, tokens, config, request.sampling, request.prompt_ids,
                          settings.max_new_tokens, request.rng())
     return Decoding(request, "bita", f"bita:{tokens.name}", settings, rounds, tokens.describe())
