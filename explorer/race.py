@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterator
 
+from . import methods
 from .api import load_cached, stream
 from .bench import System, decode_keywords, parse_system, position_rates
 from .errors import ExplorerError
@@ -19,9 +20,13 @@ from .run import Decoding
 
 MAX_LANES = 3  # besides plain decoding
 WARM_UP_TOKENS = 4
-RACE_SYSTEMS = ("speculative:prompt-lookup:3", "eesd", "eagle", "bita", "speculative:early-exit:8",
-                "speculative:early-exit:4/cost-aware", "hierarchical:prompt-lookup:3>early-exit:4",
-                "bild:early-exit:8")
+
+
+def race_systems() -> list[str]:
+    """The lanes the page offers: every method's run with its defaults (as its record names it; plain
+    decoding is the race's own first lane), and two more speculative drafts."""
+    names = [m.default_system() for m in methods.discover().values() if m.name != "ar"]
+    return [n for n in names if n] + ["speculative:early-exit:8", "speculative:early-exit:4/cost-aware"]
 
 
 @dataclass

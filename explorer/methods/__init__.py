@@ -268,6 +268,15 @@ class Method:
             return {}
         return {self.options.prefix + f.name: f for f in dataclasses.fields(self.options)}
 
+    def default_system(self) -> str | None:
+        """How the benchmark and the race name a run of this method with its defaults (None where its
+        grammar needs more than its name and its default draft)."""
+        name = self.name if self.draft == "none" or self.preset is not None else f"{self.name}:{self.default_draft}"
+        try:
+            return name if parse_system(name) is not None else None
+        except ExplorerError:
+            return None
+
     def syntax(self) -> str:
         """How the benchmark and the race name a run of this method (``speculative:<draft>[/controller][@γ]``)."""
         if self.system_syntax:

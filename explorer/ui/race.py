@@ -49,7 +49,7 @@ def race_section() -> RaceSection:
                 "system you pick. When it ends, its numbers appear in the Compare view below (and as a report file "
                 "to download or upload again later).")
     with gr.Row():
-        lanes = [gr.Dropdown(["none", *race.RACE_SYSTEMS], value=value, label=f"lane {i + 2}", allow_custom_value=True,
+        lanes = [gr.Dropdown(["none", *race.race_systems()], value=value, label=f"lane {i + 2}", allow_custom_value=True,
                              elem_id=f"race-lane-{i + 2}") for i, value in enumerate(DEFAULT_LANES)]
     with gr.Row():
         run = gr.Button("▶ Start the race", variant="primary", elem_id="race-run")
