@@ -42,6 +42,17 @@ class StopRule(Protocol):
     def keep_drafting(self, step: int, q_row: torch.Tensor | None) -> bool: ...
 
 
+class KeepDrafting:
+    """The stop rule that never stops: a draft asked for k tokens drafts k (an inner level of a draft
+    chain, a beam's draft), only the outermost level answering to a controller."""
+
+    def keep_drafting(self, step, q_row) -> bool:
+        return True
+
+
+KEEP_DRAFTING = KeepDrafting()
+
+
 class Drafter:
     """What a draft is to the rest of the engine. Subclasses implement ``propose``; the rest defaults to
     "not available" and a subclass sets what it has."""

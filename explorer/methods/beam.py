@@ -42,6 +42,7 @@ import torch
 from ..drafts import make_drafter
 from ..engine.acceptance import greedy_accept
 from ..engine.cache import CachedForward, common_prefix
+from ..engine.drafters import KEEP_DRAFTING
 from ..engine.forward import full_forward
 from ..engine.rounds import Round, clock_for, run_rounds
 from ..engine.sampling import SamplingConfig
@@ -51,7 +52,6 @@ from ..limits import clip
 from ..run import Decoding
 from ..untrusted import Refused
 from . import Method, Options, Request, option, register
-from .hierarchical import KEEP_DRAFTING
 
 MAX_WIDTH = 8  # beams: each costs one target forward per round here
 MAX_BEAM_WORK = 2048  # width × max_new_tokens: one request's beam rows (width 8: 256 tokens, ≈ minutes on 2 cores)

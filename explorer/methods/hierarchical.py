@@ -24,7 +24,7 @@ import torch
 
 from ..drafts import make_drafter
 from ..engine.acceptance import greedy_accept, speculative_accept
-from ..engine.drafters import NO_PROPOSAL, Drafter, Proposal
+from ..engine.drafters import KEEP_DRAFTING, NO_PROPOSAL, Drafter, Proposal
 from ..engine.sampling import distribution
 from ..engine.speculative import q_for
 from ..errors import ExplorerError
@@ -43,16 +43,6 @@ class HierarchicalOptions(Options):
     inner_gamma: int = option(4, "tokens the smaller draft proposes per inner round, for the draft above it to verify",
                               paper="004 Algorithm 3", symbol="γ_inner", low=1, high=MAX_GAMMA,
                               label="γ inner: drafts per inner round", slider=(1, 16, 1))
-
-
-class KeepDrafting:
-    """The inner levels draft their full inner γ: only the outermost level answers to the controller."""
-
-    def keep_drafting(self, step, q_row) -> bool:
-        return True
-
-
-KEEP_DRAFTING = KeepDrafting()
 
 
 class HierarchicalDrafter(Drafter):
