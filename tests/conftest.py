@@ -1,4 +1,8 @@
-"""Shared fixtures: the real default model (loaded once per test session) and tiny random models."""
+"""Shared fixtures: the real default model (loaded once per test session), tiny random models, the saved
+traces of tests/data, and the served app in Chromium; and every test's lane markers.
+
+Plain helpers shared by several test files are in helpers.py and conftest_ui.py (the page's), never in a
+test file: no test file imports another (tests/test_layering.py checks it)."""
 
 import os
 
@@ -7,6 +11,9 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+
+from conftest_ui import CHROMIUM, CHROMIUM_ARGS, served_app  # noqa: E402
+from helpers import load  # noqa: E402
 
 import explorer  # noqa: E402
 from explorer.api import load_cached  # noqa: E402
@@ -39,11 +46,54 @@ def tiny_draft():
     return explorer.load("tiny-random:2:1")
 
 
+# -- saved traces (tests/data) ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def ar():
+    return load("ar")
+
+
+@pytest.fixture(scope="module")
+def lookup():
+    return load("prompt_lookup")
+
+
+# -- the served app in Chromium (the modules using these skip themselves when it is missing) -------------
+
+
+@pytest.fixture(scope="module")
+def url():
+    with served_app() as (_, base):
+        yield base
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser, url):
+    context = browser.new_context(viewport={"width": 1500, "height": 1000}, accept_downloads=True)
+    page = context.new_page()
+    page.goto(url)
+    page.wait_for_selector("#run")
+    yield page
+    context.close()
+
+
 # -- lanes -----------------------------------------------------------------------------------------------
 # Every test gets its markers here, from what it uses, so a new test needs no decorator to land in a lane:
-# ``browser`` when its module drives Chromium, ``model`` when it asks for the real default model, ``slow``
-# when it took over ~5 s for another reason on the developers' 2-core machine (`pytest --durations=0`,
-# 2026-11-25; file::test, every parametrisation).
+# ``browser`` when its module drives Chromium or it asks for the Chromium fixtures above, ``model`` when it
+# asks for the real default model, ``slow`` when it took over ~5 s for another reason on the developers'
+# 2-core machine (`pytest --durations=0`, 2026-11-25; file::test, every parametrisation).
+BROWSER_FIXTURES = {"browser", "page"}
 MODEL_FIXTURES = {"default_model", "shipped_exit4_agreement"}
 SLOW = {
     "test_trace_security.py::test_the_largest_trace_loads_and_draws_every_view_quickly",
@@ -59,9 +109,11 @@ SLOW = {
 
 def pytest_collection_modifyitems(items):
     for item in items:
-        if "browser" in item.path.name or getattr(item.module, "sync_playwright", None) is not None:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if ("browser" in item.path.name or getattr(item.module, "sync_playwright", None) is not None
+                or BROWSER_FIXTURES & fixtures):
             item.add_marker(pytest.mark.browser)
-        if MODEL_FIXTURES & set(getattr(item, "fixturenames", ())):
+        if MODEL_FIXTURES & fixtures:
             item.add_marker(pytest.mark.model)
         if f"{item.path.name}::{getattr(item, 'originalname', item.name)}" in SLOW:
             item.add_marker(pytest.mark.slow)

@@ -1,4 +1,7 @@
-"""Helpers for the app tests: serve ``app.demo`` in this process on a free port."""
+"""Helpers for the app tests: serve ``app.demo`` in this process on a free port; drive the page in Chromium
+(the ``browser``, ``page`` and ``url`` fixtures built on these are in conftest.py).
+
+Playwright is imported inside the page helpers, so that the tests without a browser need none."""
 
 from __future__ import annotations
 
@@ -17,6 +20,9 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"]
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"  # screenshots, timings (git-ignored)
+UPLOAD_INPUT = "xpath=//button[@id='trace-upload']/preceding-sibling::input[@type='file'][1]"
+DECODE_TIMEOUT_MS = 240_000  # the default model on a busy 2-core CPU
 
 
 def busy_seconds(window: float = 1.0) -> float:
@@ -45,3 +51,35 @@ def served_app():
         yield app.demo, f"http://127.0.0.1:{port}/"
     finally:
         app.demo.close()
+
+
+# -- the page --------------------------------------------------------------------------------------------
+
+
+def set_number(page, elem_id: str, value) -> None:
+    """Type into a slider's number box and press Enter (what fires its input event)."""
+    from playwright.sync_api import expect
+
+    box = page.locator(f"#{elem_id} input[type=number]")
+    box.fill(str(value))
+    expect(box).to_have_value(str(value))  # a playing timer's tick can land between clear and type
+    box.press("Enter")
+
+
+def wait_status(page, text: str, timeout: int = DECODE_TIMEOUT_MS) -> None:
+    page.wait_for_function("t => document.querySelector('#status').innerText.includes(t)", arg=text, timeout=timeout)
+
+
+def open_tab(page, name: str) -> None:
+    """Show one of the page's tabs: watch, understand, compare, audit, traces."""
+    from playwright.sync_api import expect
+
+    page.click(f"#tab-{name}-button")
+    expect(page.locator(f"#tab-{name}")).to_be_visible()
+
+
+def upload_trace(page, path) -> None:
+    """Replay a trace file through the Traces tab's upload button (the page returns to Watch)."""
+    open_tab(page, "traces")
+    page.set_input_files(UPLOAD_INPUT, str(path))
+    open_tab(page, "watch")

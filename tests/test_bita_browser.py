@@ -4,9 +4,8 @@ linked to the attention mask (hovering a node highlights its row). Screenshot in
 from __future__ import annotations
 
 import pytest
-
-from test_browser import (ARTIFACTS, CHROMIUM, DATA, browser, page, set_number, upload_trace, url,  # noqa: F401
-                          wait_status)
+from conftest_ui import ARTIFACTS, CHROMIUM, set_number, upload_trace, wait_status
+from helpers import DATA
 
 import explorer
 
@@ -16,7 +15,7 @@ if not CHROMIUM.exists():
 from playwright.sync_api import expect  # noqa: E402
 
 
-def test_bita_settings_follow_the_method(page):  # noqa: F811
+def test_bita_settings_follow_the_method(page):
     expect(page.locator("#bita-settings")).to_be_hidden()
     page.locator("#method input").click()
     page.get_by_role("option", name="bita", exact=True).click()
@@ -25,7 +24,7 @@ def test_bita_settings_follow_the_method(page):  # noqa: F811
     expect(page.locator("#method-banner")).to_contain_text("BiTA")
 
 
-def test_uploaded_bita_trace_links_tree_nodes_to_mask_rows(page):  # noqa: F811
+def test_uploaded_bita_trace_links_tree_nodes_to_mask_rows(page):
     trace = explorer.load_trace((DATA / "trace_bita.json").read_text())
     upload_trace(page, DATA / "trace_bita.json")
     wait_status(page, "Replaying an uploaded trace", timeout=30_000)

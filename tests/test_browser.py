@@ -1,4 +1,5 @@
 """The page in a real browser (Debian's Chromium through Playwright): run, watch, step, stop, replay.
+The ``browser``, ``page`` and ``url`` fixtures are in conftest.py, the page's helpers in conftest_ui.py.
 
 Screenshots and the measured timings go to test-artifacts/ (git-ignored).
 """
@@ -12,75 +13,21 @@ import warnings
 from pathlib import Path
 
 import pytest
-from conftest_ui import CHROMIUM, CHROMIUM_ARGS, served_app
+from conftest_ui import (ARTIFACTS, CHROMIUM, DECODE_TIMEOUT_MS, open_tab, set_number, upload_trace,
+                         wait_status)
+from helpers import DATA, make_trace
 
 import explorer
 from explorer import viz
 
-ROOT = Path(__file__).resolve().parent.parent
-ARTIFACTS = ROOT / "test-artifacts"
-DATA = Path(__file__).parent / "data"
-ARGS = CHROMIUM_ARGS
-UPLOAD_INPUT = "xpath=//button[@id='trace-upload']/preceding-sibling::input[@type='file'][1]"
-DECODE_TIMEOUT_MS = 240_000  # the default model on a busy 2-core CPU
-
 if not CHROMIUM.exists():
     pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium)", allow_module_level=True)
 
-from playwright.sync_api import expect, sync_playwright  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def url():
-    with served_app() as (_, base):
-        yield base
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        yield chromium
-        chromium.close()
-
-
-@pytest.fixture
-def page(browser, url):
-    context = browser.new_context(viewport={"width": 1500, "height": 1000}, accept_downloads=True)
-    page = context.new_page()
-    page.goto(url)
-    page.wait_for_selector("#run")
-    yield page
-    context.close()
-
-
-def set_number(page, elem_id: str, value) -> None:
-    """Type into a slider's number box and press Enter (what fires its input event)."""
-    box = page.locator(f"#{elem_id} input[type=number]")
-    box.fill(str(value))
-    expect(box).to_have_value(str(value))  # a playing timer's tick can land between clear and type
-    box.press("Enter")
+from playwright.sync_api import expect  # noqa: E402
 
 
 def status(page) -> str:
     return page.inner_text("#status")
-
-
-def wait_status(page, text: str, timeout: int = DECODE_TIMEOUT_MS) -> None:
-    page.wait_for_function("t => document.querySelector('#status').innerText.includes(t)", arg=text, timeout=timeout)
-
-
-def open_tab(page, name: str) -> None:
-    """Show one of the page's tabs: watch, understand, compare, audit, traces."""
-    page.click(f"#tab-{name}-button")
-    expect(page.locator(f"#tab-{name}")).to_be_visible()
-
-
-def upload_trace(page, path) -> None:
-    """Replay a trace file through the Traces tab's upload button (the page returns to Watch)."""
-    open_tab(page, "traces")
-    page.set_input_files(UPLOAD_INPUT, str(path))
-    open_tab(page, "watch")
 
 
 def download_trace(page):
@@ -509,8 +456,7 @@ def test_an_eagle_run_fills_its_preset_and_draws_the_feature_head_view(page):
 
 
 def test_uploaded_thompson_sampling_trace_shows_its_views_and_eesd_metrics(page, tmp_path):
-    from test_viz_ts import make_trace  # the hand-built cali-ts trace of the viz tests (no model)
-
+    # a hand-built cali-ts trace (helpers.make_trace, as the viz tests build them; no model)
     trace = make_trace("cali-ts", [(3, 1), (4, 4), (0, 0), (2, 2)], v_d=0.62, r_d=0.55, hm=0.58, eq14_speedup=1.4)
     path = tmp_path / "cali-ts.json"
     path.write_text(trace.to_json())

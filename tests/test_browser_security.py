@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest_ui import CHROMIUM, CHROMIUM_ARGS, served_app
+from conftest_ui import CHROMIUM, CHROMIUM_ARGS, served_app, upload_trace
 
 DATA = Path(__file__).parent / "data"
 ARGS = CHROMIUM_ARGS
@@ -20,7 +20,6 @@ if not CHROMIUM.exists():
     pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium)", allow_module_level=True)
 
 from playwright.sync_api import expect, sync_playwright  # noqa: E402
-from test_browser import upload_trace  # noqa: E402
 
 # each payload counts its runs in window.__xss; one closes an attribute first, one is Markdown
 PAYLOADS = (

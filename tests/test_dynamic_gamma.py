@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import PREFIX, chi_square_pvalue, exact_two_token_distribution
 
 import explorer
 from explorer import theory, viz
@@ -86,8 +87,6 @@ def test_dynamic_gamma_is_lossless(default_model, controller, shipped_exit4_agre
 def test_sampled_output_follows_the_target(tiny_target, tiny_draft):
     """Only γ changes between rounds, so the accept rule keeps the target's distribution: the two
     tokens' frequencies over 1500 seeds pass the same χ² test as speculative's (test_lossless)."""
-    from test_lossless import PREFIX, chi_square_pvalue, exact_two_token_distribution
-
     p0, p1 = exact_two_token_distribution(tiny_target, SamplingConfig(1.0))
     counts = np.zeros((2, p0.shape[0]))
     for seed in range(1500):

@@ -4,7 +4,7 @@ and Theorem 3.8 at the run's own numbers, built from the saved traces in tests/d
 from __future__ import annotations
 
 import pytest
-from test_viz import ar, load, lookup  # noqa: F401 (the saved traces and their fixtures)
+from helpers import load
 
 from explorer import theory, viz
 from explorer.viz.explain import round_cost

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from helpers import PREFIX, chi_square_pvalue, exact_two_token_distribution
 
 import explorer
 from explorer.engine.controllers import Fixed
@@ -95,8 +96,6 @@ def test_the_verifier_keeps_the_targets_features_through_rollbacks(tiny):
 def test_sampling_with_a_restricted_vocabulary_head_is_distributed_as_the_target(tiny_target):
     """A random head scoring half the vocabulary (q = 0 elsewhere): the second token, which goes through
     the draft's accept-or-resample (the first round drafts nothing), follows the target (chi-square)."""
-    from test_lossless import PREFIX, chi_square_pvalue, exact_two_token_distribution
-
     cfg = SamplingConfig(1.0)
     _, p1 = exact_two_token_distribution(tiny_target, cfg)
     head = heads.new_head(tiny_target.model, 1, vocab=torch.arange(0, 32, 2), seed=1)

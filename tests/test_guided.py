@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from test_viz import load
+from helpers import load
 
 from explorer import viz
 from explorer.viz.tokens import round_fates

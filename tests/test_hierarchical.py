@@ -8,7 +8,7 @@ import json
 
 import numpy as np
 import pytest
-from test_lossless import PREFIX, chi_square_pvalue, exact_two_token_distribution
+from helpers import PREFIX, chi_square_pvalue, exact_two_token_distribution
 
 import explorer
 from explorer import bench

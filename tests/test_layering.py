@@ -10,6 +10,7 @@
     viz         figures and HTML from traces: no torch, no transformers, no gradio (test_viz.py too)
     tools       operator tools (the soak tests): imported by the CLI alone, never by the app or the runtime;
                 nothing in the package imports the root ``app.py`` (the served app is ``ui.serving_demo()``)
+    tests       no test file imports another (shared fixtures: conftest.py; helpers: helpers.py, conftest_ui.py)
 
 Imports under ``if TYPE_CHECKING:`` are annotations, not dependencies, and are not counted."""
 
@@ -152,3 +153,36 @@ def test_the_rule_catches_a_violation(tmp_path, monkeypatch):
     monkeypatch.setattr(__import__(__name__), "PACKAGE", tmp_path / "explorer")
     found = project_imports(bad)
     assert "explorer.exits" in found and "plotly" in found and "explorer.ui" not in found
+
+
+# -- the tests themselves: no test file imports another ----------------------------------------------------
+# Fixtures shared by several files are in conftest.py, plain helpers in helpers.py and conftest_ui.py (the
+# page's): a test file imported by another runs its module-level code (skips, fixtures) a second time there.
+
+TESTS = Path(__file__).resolve().parent
+
+
+def imported_test_modules(source: str) -> set[str]:
+    """The ``test_*`` modules a source imports anywhere (inside functions too), as ``test_x`` or ``tests.test_x``."""
+    names = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            names.add(node.module or "")
+            names |= {f"{node.module or ''}.{a.name}" for a in node.names if node.module in (None, "tests")}
+    return {n for n in names if any(part.startswith("test_") for part in n.split("."))}
+
+
+def test_no_test_file_imports_another():
+    bad = {p.name: sorted(found) for p in sorted(TESTS.glob("test_*.py"))
+           if (found := imported_test_modules(p.read_text(encoding="utf-8")))}
+    assert not bad, f"test files import other test files (move what they share to conftest.py or helpers.py): {bad}"
+
+
+def test_the_test_import_rule_catches_a_violation():
+    for source in ("from test_viz import load", "import test_browser", "def f():\n    from test_lossless import PREFIX",
+                   "from tests import test_viz", "import tests.test_viz as v"):
+        assert imported_test_modules(source), source
+    assert not imported_test_modules("import pytest\nfrom helpers import load\nfrom conftest_ui import set_number\n"
+                                     "from explorer.viz import views")

@@ -4,10 +4,10 @@ model with each drafter (fp32), and sampled tokens distributed as the target's o
 import numpy as np
 import pytest
 import torch
-from scipy.stats import chisquare
+from helpers import PREFIX, chi_square_pvalue, exact_two_token_distribution
 
 import explorer
-from explorer.engine.sampling import SamplingConfig, warp
+from explorer.engine.sampling import SamplingConfig
 
 PROMPTS = [
     "Why is the sky blue?",
@@ -63,29 +63,7 @@ def test_prompt_lookup_accepts_on_a_repetitive_prompt(default_model):
 
 # -- sampling -----------------------------------------------------------------------------------------
 
-PREFIX = [3, 7, 1]
 N_RUNS = 3000
-
-
-def exact_two_token_distribution(model, cfg):
-    """P(x0) and P(x1) = Σ_x0 P(x0) P(x1 | x0) under the warped target, by enumeration."""
-    with torch.inference_mode():
-        logits0 = model.model(torch.tensor([PREFIX])).logits[0, -1]
-        p0 = warp(logits0[None], cfg)[0]
-        contexts = torch.tensor([PREFIX + [x] for x in range(p0.shape[0])])
-        p1_given = warp(model.model(contexts).logits[:, -1], cfg)  # (V, V)
-    return p0.numpy(), (p0[:, None] * p1_given).sum(0).numpy()
-
-
-def chi_square_pvalue(counts, probs):
-    """Goodness of fit, merging cells whose expected count is below 5."""
-    expected = probs * counts.sum()
-    order = np.argsort(expected)
-    small = expected[order] < 5
-    obs = np.concatenate([counts[order][~small], [counts[order][small].sum()]]) if small.any() else counts
-    exp = np.concatenate([expected[order][~small], [expected[order][small].sum()]]) if small.any() else expected
-    keep = exp > 0
-    return chisquare(obs[keep], exp[keep] * obs[keep].sum() / exp[keep].sum()).pvalue
 
 
 @pytest.mark.parametrize("cfg,gamma", [(SamplingConfig(1.0), 1), (SamplingConfig(1.5, top_k=16, top_p=0.97), 3)])

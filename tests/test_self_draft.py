@@ -4,6 +4,7 @@ output equals ``ar``, and no layer runs twice on a position."""
 
 import pytest
 import torch
+from helpers import PREFIX, chi_square_pvalue, exact_two_token_distribution
 
 from explorer import api
 from explorer.engine.forward import causal_mask, fast_decoder
@@ -96,7 +97,6 @@ def test_sampling_with_a_restricted_vocabulary_exit_is_distributed_as_the_target
     from explorer.engine.sampling import Rng, SamplingConfig
     from explorer.methods.eesd.self_draft import DraftRunner, SharedVerifier
     from explorer.engine.speculative import decode_rounds
-    from test_lossless import PREFIX, chi_square_pvalue, exact_two_token_distribution
 
     cfg = SamplingConfig(1.0)
     p0, p1 = exact_two_token_distribution(tiny_target, cfg)

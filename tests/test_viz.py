@@ -1,4 +1,5 @@
-"""The views of a trace, built from the saved traces in tests/data (no model)."""
+"""The views of a trace, built from the saved traces in tests/data (no model; the ``ar`` and ``lookup``
+fixtures are in conftest.py)."""
 
 from __future__ import annotations
 
@@ -8,28 +9,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import load
 
 import explorer
 from explorer import theory, viz
 from explorer.viz import views
 from explorer.viz.tokens import FATES
 
-DATA = Path(__file__).parent / "data"
 VIZ = Path(explorer.__file__).parent / "viz"
-
-
-def load(name: str):
-    return explorer.load_trace((DATA / f"trace_{name}.json").read_text())
-
-
-@pytest.fixture(scope="module")
-def ar():
-    return load("ar")
-
-
-@pytest.fixture(scope="module")
-def lookup():
-    return load("prompt_lookup")
 
 
 @pytest.fixture(scope="module")

@@ -1,107 +1,17 @@
 """EESD's Thompson-sampling views (section 3.3, Appendix B) and the Appendix D metrics in the summary,
-from hand-built traces whose ``controller`` dicts follow the engine's contract (no model)."""
+from hand-built traces whose ``controller`` dicts follow the engine's contract (``helpers.make_trace``, no model)."""
 
 from __future__ import annotations
 
-import dataclasses
-import math
-from pathlib import Path
-
 import numpy as np
 import pytest
+from helpers import load, make_trace
 
-import explorer
 from explorer import viz
-from explorer.trace import RoundTrace, RunTrace, Settings, Summary, Timing, check_invariants
+from explorer.trace import RunTrace
 from explorer.viz.views import ts, views_for
 
-DATA = Path(__file__).parent / "data"
 TS_VIEWS = {"ts-posterior", "ts-round-decisions", "ts-theta-calibration"}
-GAMMA = 4
-
-
-# -- hand-built traces -------------------------------------------------------------------------------
-
-
-def make_round(index: int, context: int, drafted: int, accepted: int, controller: dict) -> RoundTrace:
-    """A round that drafted ``drafted`` tokens (ids 100, 101, …) and accepted the first ``accepted``:
-    rejected at ``accepted`` when some were refused, a bonus after all, one target token after none."""
-    ids = tuple(100 + i for i in range(drafted))
-    if drafted == 0:
-        event, kinds, rejected_at = "no-draft", ("target",), None
-    elif accepted < drafted:
-        event, kinds, rejected_at = "rejected", ("accepted",) * accepted + ("corrected",), accepted
-    else:
-        event, kinds, rejected_at = "all-accepted", ("accepted",) * accepted + ("bonus",), None
-    emitted = ids[:accepted] + (7,)
-    return RoundTrace(
-        index=index, context_len=context, drafted=ids, q_drafted=(0.5,) * drafted, p_drafted=(0.4,) * drafted,
-        n_accepted=accepted, emitted=emitted, emitted_kind=kinds, p_emitted=(0.4,) * len(emitted), event=event,
-        timing=Timing(0.001 * drafted, 0.01, 0.0001), rejected_at=rejected_at, draft_forwards=drafted,
-        target_forwards=1, controller=controller)
-
-
-def beta_controller(alpha: float, beta: float, thetas: list[float], accepted: int) -> dict:
-    """Algorithm 2's state for one round: χ = 1 until the last step, which stops the draft unless it hit
-    the γ cap; after verification r = |Q_v| − 1, n = min(|Q_v| + 1, |Q_d|) (eq. 3–4)."""
-    k = len(thetas)
-    cont = [True] * k if k == GAMMA else [True] * (k - 1) + [False] * (k > 0)
-    q_v = accepted + 1
-    r, n = (q_v - 1, min(q_v + 1, k)) if k else (0, 0)
-    return {"kind": "beta-ts", "alpha_before": alpha, "beta_before": beta, "alpha_after": alpha + r,
-            "beta_after": beta + (n - r), "theta": thetas, "continue": cont, "r": r, "n": n}
-
-
-def cali_controller(n: int, hat: float, models: list[float], accepted: int, sigma_m=0.2, sigma_s=0.5) -> dict:
-    """Algorithm 3's state for one round: μ and σ from eq. 6–7 at each step, θ̂ updated by eq. 10."""
-    k = len(models)
-    w = sigma_s ** 2 / (n * sigma_m ** 2 + sigma_s ** 2)
-    mu = [w * m + (1 - w) * hat for m in models]
-    sigma = [math.sqrt(sigma_m ** 2 * sigma_s ** 2 / (sigma_s ** 2 + n * sigma_m ** 2))] * k
-    cont = [True] * k if k == GAMMA else [True] * (k - 1) + [False] * (k > 0)
-    return {"kind": "cali-ts", "theta_model": models, "mu": mu, "sigma": sigma,
-            "theta": [min(1.0, m + 0.05) for m in mu], "continue": cont,
-            "theta_hat": hat, "theta_hat_after": (hat * (n + 1) + accepted / max(k, 1)) / (n + 2), "n": n}
-
-
-def make_summary(rounds, **extra) -> Summary:
-    """The run's totals; ``extra`` (e.g. ``hm``) become Summary fields, added by a subclass where this
-    checkout's Summary does not have them yet."""
-    drafted = sum(len(r.drafted) for r in rounds)
-    accepted = sum(r.n_accepted for r in rounds)
-    new_tokens = sum(len(r.emitted) for r in rounds)
-    fields = dict(new_tokens=new_tokens, rounds=len(rounds), drafted=drafted, accepted=accepted,
-                  acceptance_rate=accepted / drafted if drafted else None, alpha_hat=None, mean_gamma=GAMMA,
-                  tokens_per_target_forward=new_tokens / len(rounds), target_forwards=len(rounds),
-                  draft_forwards=drafted, draft_s=0.01, verify_s=0.1, other_s=0.001, wall_s=0.12,
-                  tokens_per_s=new_tokens / 0.12, c_measured=0.1, predicted_speedup=1.5, record_s=0.0,
-                  stop_reason="max_new_tokens")
-    known = {f.name for f in dataclasses.fields(Summary)}
-    missing = [(name, object, None) for name in extra if name not in known]
-    cls = dataclasses.make_dataclass("SummaryWithEESD", missing, bases=(Summary,), frozen=True) if missing else Summary
-    return cls(**fields, **extra)
-
-
-def make_trace(kind: str, plan: list[tuple[int, int]], **summary_extra) -> RunTrace:
-    """A run of ``kind`` with one round per (drafted, accepted) in ``plan``."""
-    rounds, context, alpha, beta, hat = [], 10, 1.0, 1.0, 0.5
-    for i, (k, a) in enumerate(plan):
-        if kind == "beta-ts":
-            c = beta_controller(alpha, beta, [0.9 - 0.1 * j for j in range(k)], a)
-            alpha, beta = c["alpha_after"], c["beta_after"]
-        else:
-            c = cali_controller(i, hat, [0.8 - 0.05 * j for j in range(k)], a)
-            hat = c["theta_hat_after"]
-        rounds.append(make_round(i, context, k, a, c))
-        context += len(rounds[-1].emitted)
-    rounds = tuple(rounds)
-    settings = Settings(temperature=0.0, top_k=0, top_p=1.0, gamma=GAMMA, controller=kind, seed=0,
-                        max_new_tokens=64)
-    trace = RunTrace(method="eesd", model="test-model", draft="early-exit:2", settings=settings,
-                     prompt_ids=tuple(range(10)), output_ids=tuple(t for r in rounds for t in r.emitted), text="",
-                     rounds=rounds, summary=make_summary(rounds, **summary_extra), token_text={100: "A", 101: "B"})
-    assert check_invariants(trace) == []
-    return trace
 
 
 PLAN = [(3, 1), (4, 4), (0, 0), (2, 2), (1, 0), (4, 2)]
@@ -135,7 +45,7 @@ def test_views_apply_to_ts_traces_only(beta_trace, cali_trace):
     assert "ts-theta-calibration" not in {v.name for v in views_for(beta_trace)}
     assert TS_VIEWS <= {v.name for v in views_for(cali_trace)}
     for name in ("ar", "prompt_lookup", "bild", "sampled_tiny"):
-        other = explorer.load_trace((DATA / f"trace_{name}.json").read_text())
+        other = load(name)
         assert not TS_VIEWS & {v.name for v in views_for(other)}, name
 
 
