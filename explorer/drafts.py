@@ -21,13 +21,15 @@ from .untrusted import Record
 class DraftKind:
     """One kind of draft: ``build(spec, argument, target, load_model)`` gives its drafter (``argument``:
     what follows ``<name>:``); ``form`` is how it is written, for messages; ``detail`` the keys its
-    drafter adds to a round's ``detail`` (checked when a trace is loaded); ``glossary`` its words."""
+    drafter adds to a round's ``detail`` (checked when a trace is loaded); ``glossary`` its words;
+    ``examples`` the specs the page's drafter menu offers."""
 
     name: str
     form: str
     build: Callable[[str, str, object, Callable], Drafter]
     detail: Record | None = None
     glossary: str = ""
+    examples: tuple[str, ...] = ()
 
 
 KINDS: dict[str, DraftKind] = {}
@@ -47,6 +49,11 @@ def draft_forms() -> str:
     """The registered kinds as they are written: "model:<name>, prompt-lookup:n, … or feature-head"."""
     forms = [k.form for k in KINDS.values()]
     return ", ".join(forms[:-1]) + " or " + forms[-1] if len(forms) > 1 else "".join(forms)
+
+
+def draft_examples() -> list[str]:
+    """Every registered kind's example specs, for the page's drafter menu."""
+    return [spec for kind in KINDS.values() for spec in kind.examples]
 
 
 def kinds_in(spec: str | None) -> list[DraftKind]:
@@ -120,8 +127,9 @@ def _prompt_lookup(spec, argument, target, load_model):
     return PromptLookupDrafter(positive_int(argument, spec, "prompt-lookup:n (n = the n-gram size)"))
 
 
-register_kind(DraftKind("model", "model:<name>", _model,
+register_kind(DraftKind("model", "model:<name>", _model, examples=("model:default",),
                         glossary="a smaller model with the target's tokenizer (model:default: the default model)."))
 register_kind(DraftKind("prompt-lookup", "prompt-lookup:n", _prompt_lookup,
+                        examples=("prompt-lookup:3", "prompt-lookup:2"),
                         glossary="no model: the draft copies what followed the last n tokens where they appeared "
                                  "earlier in the prompt or the output (free, and right when text repeats)."))

@@ -338,8 +338,8 @@ def test_bad_values_get_one_whole_line_and_the_page_keeps_working(page):
     page.locator("#method input").click()  # BiLD cannot use prompt lookup: the page swaps the drafter
     page.get_by_role("option", name="bild", exact=True).click()
     expect(page.locator("#draft input")).to_have_value("early-exit:8")
-    assert "BiLD's small model must give distributions" in status(page)
-    assert "(model:<name> works too)" in status(page)  # written as text: nothing after <name> is lost
+    assert "BiLD's small model writes by itself, so it must give distributions" in status(page)
+    assert "model:<name> or early-exit:N. The drafter is now early-exit:8." in status(page)  # nothing after <name> lost
     expect(page.locator("#gamma")).to_be_hidden()  # BiLD caps its own turns: γ does not apply, so it is hidden
     expect(page.locator("#controller")).to_be_hidden()
 

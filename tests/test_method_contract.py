@@ -48,7 +48,7 @@ def _echo(spec, argument, target, load_model):
 
 
 ECHO = drafts.DraftKind("echo", "echo:n", _echo, detail=Record({"echo_hits": whole(0, 64)}, strict=False),
-                        glossary="the echo draft of the contract test")
+                        glossary="the echo draft of the contract test", examples=("echo:2",))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,7 +127,8 @@ def test_a_throw_away_method_is_found_everywhere_through_its_record(echo, tiny_t
     # the glossary
     text = glossary_markdown()
     assert "the throw-away method of the contract test" in text and "the echo draft of the contract test" in text
-    # the page: its options panel, and its default draft when the box holds one it does not run
+    assert "echo:2" in drafts.draft_examples() and "echo:n" in drafts.draft_forms()
+    # the page: the drafter menu and its help, its options panel, and its default draft when the box holds one it does not run
     with gr.Blocks():
         panel = build_options_panel("echo")
         page = SimpleNamespace(banner=gr.HTML(), draft=gr.Dropdown(allow_custom_value=True), gamma=gr.Number(),

@@ -14,6 +14,7 @@ import gradio as gr
 
 import explorer
 from explorer import viz
+from explorer.drafts import KINDS, draft_examples
 from explorer.engine.controllers import CONTROLLERS, DEFAULT_CONTROLLER, DEFAULT_GAMMA
 from explorer.limits import MAX_GAMMA, MAX_NEW_TOKENS
 
@@ -34,8 +35,6 @@ from .whatif import whatif_section
 
 # Decodes are CPU/GPU bound: running more at once only slows each one down. Sessions beyond the limit
 # wait in Gradio's queue (and see their place in it); ``jobs`` holds the work itself to the same number.
-DRAFTS = ["early-exit:8", "early-exit:16", "early-exit:24", "feature-head", "prompt-lookup:3", "prompt-lookup:2",
-          "model:default"]
 MODELS = ["default", "tiny-random"]
 INTRO = (
     "# Speculative Decoding Explorer\n"
@@ -114,8 +113,8 @@ def build_demo() -> gr.Blocks:
                                                 info="default: SmolLM2-135M-Instruct, or type hf:ORG/NAME", elem_id="model")
                             method = gr.Dropdown(list(explorer.METHODS), value=first.method, label="Method", elem_id="method")
                         with gr.Row():
-                            draft = gr.Dropdown(DRAFTS, value=first.draft, label="Drafter", allow_custom_value=True,
-                                                info="model:<name> · early-exit:N · feature-head · prompt-lookup:n", elem_id="draft")
+                            draft = gr.Dropdown(draft_examples(), value=first.draft, label="Drafter", allow_custom_value=True,
+                                                info=" · ".join(kind.form for kind in KINDS.values()), elem_id="draft")
                             # a dropdown, not eight radio buttons: one line until opened
                             controller = gr.Dropdown(list(CONTROLLERS), value=DEFAULT_CONTROLLER, label="γ controller",
                                                      info="how γ changes between rounds: fixed · heuristic (+2 after a "

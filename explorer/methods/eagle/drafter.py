@@ -181,7 +181,7 @@ def _build(spec: str, argument: str, target, load_model) -> FeatureHeadDrafter:
 
 # the keys the feature-head view reads from a round's detail
 DETAIL = Record({"feature_cos": ListOf(number(-1, 1), MAX_GAMMA, "a list of cosine similarities")}, strict=False)
-register_kind(DraftKind("feature-head", "feature-head", _build, detail=DETAIL,
+register_kind(DraftKind("feature-head", "feature-head", _build, detail=DETAIL, examples=("feature-head",),
                         glossary="EAGLE's feature head (Li et al. 2024): one small layer that guesses the target's "
                                  "next internal state (its *feature*) from the current one and the next token, then "
                                  "reads the token through the target's own output layer."))

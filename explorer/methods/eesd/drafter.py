@@ -48,5 +48,6 @@ def _build(spec: str, argument: str, target, load_model) -> ForwardDrafter:
 
 
 register_kind(DraftKind("early-exit", "early-exit:N", _build,
+                        examples=("early-exit:8", "early-exit:16", "early-exit:24"),
                         glossary="the target's own first N layers plus a trained **exit layer** (EESD 3.1): a draft "
                                  "that shares the target's cache, so drafting and verifying reuse the same work."))
