@@ -130,6 +130,8 @@ def test_run_watch_and_step_through_rounds(page):
     page.wait_for_timeout(1000)  # ...and a tick already in flight (0.8 s period) has landed
 
     wait_status(page, "measured ×")  # the autoregressive baseline ran once for these settings
+    # ...and the page says which baseline: one measured right after this run, or a cached one at the same pace
+    assert re.search(r"measured right after this run|with the machine at the same speed as now", status(page))
     expect(page.locator("#latency-plot")).to_contain_text("measured speedup")
     # the status speaks plain words; the symbols wait folded; the speed is explained from the run's numbers
     expect(page.locator("#status")).to_contain_text("drafted tokens accepted")

@@ -49,7 +49,11 @@ def test_a_slow_run_names_its_largest_extra_cost(lookup, ar):
 
 def test_plain_decoding_and_a_missing_baseline_are_explained(lookup, ar):
     assert "Plain decoding: one target forward per token" in viz.speed_explanation(ar, ar)
-    assert "once the autoregressive baseline has run" in viz.speed_explanation(lookup, None)
+    assert "once plain decoding has run on the same prompt and settings" in viz.speed_explanation(lookup, None)
+    import dataclasses  # a stopped run promises no baseline: none is measured for it
+    stopped = dataclasses.replace(lookup, summary=dataclasses.replace(lookup.summary, stop_reason="stopped"))
+    text = viz.speed_explanation(stopped, None)
+    assert "This run was stopped" in text and "right after this run" not in text
     assert viz.speed_explanation(None) == ""
 
 

@@ -22,7 +22,7 @@ from explorer.engine.controllers import DEFAULT_GAMMA
 from explorer.limits import MAX_GAMMA, MAX_SESSION_TRACE_BYTES
 from explorer.viz.audit import greedy_audit_text
 
-from .baseline import BASELINES, baseline_stream
+from .baseline import BASELINES, baseline_stream, machine_speed_ms
 from .inputs import decode_options
 from . import jobs, trace_files
 from .trace_files import write_trace_file
@@ -66,9 +66,10 @@ class Handlers:
             prompt = values[p.prompt]
             yield {p.status: f"⏳ Loading {viz.safe_markdown(model)} and encoding the prompt…"}
             decoding = explorer.stream(model, prompt, **options)
+            speed = machine_speed_ms()  # the machine's pace now: is a cached baseline still comparable?
             started = time.perf_counter()
             last_text = last_plots = 0.0
-            baseline = None
+            baseline, which = None, ""
             for r in decoding.steps():
                 if STOPS.pending(session):
                     break
@@ -85,20 +86,26 @@ class Handlers:
                     # plots follow with the next update that is due
                     plots = r.index > 0 and now - last_plots >= LIVE_PLOTS_EVERY_S
                     if r.index == 0:
-                        baseline = BASELINES.get(trace)
+                        baseline, which = BASELINES.fresh(trace, speed)
                         last_plots = now - LIVE_PLOTS_EVERY_S
                     last_text = now
                     last_plots = now if plots else last_plots
                     status = (f"⏳ Decoding… round {r.index + 1} · {trace.summary.new_tokens} / "
-                              f"{options['max_new_tokens']} tokens · {now - started:.1f} s")
+                              f"{options['max_new_tokens']} tokens · {now - started:.1f} s"
+                              + (f"\n\n{which}" if which and baseline is None else ""))
                     yield self._live(trace, baseline, status, plots, first=r.index == 0,
                                      following=not STOPS.stepped(session))
             trace = decoding.trace()
-            BASELINES.put(trace)
-            baseline = BASELINES.get(trace)
-            yield self._finished(trace, baseline, alpha, c, c_hat, session, keep_round=STOPS.stepped(session))
-            if baseline is None and trace.summary.stop_reason != "stopped" and trace.rounds:
-                yield from self._measure_baseline(trace, alpha, c, c_hat, session)
+            BASELINES.put(trace, speed)
+            stopped = trace.summary.stop_reason == "stopped"
+            baseline, which = BASELINES.fresh(trace, machine_speed_ms())
+            if baseline is None and stopped:
+                which = ("This run was stopped, so it is not compared with plain decoding (a run that ends is: "
+                         "plain decoding runs once right after it, on the same settings).")
+            yield self._finished(trace, baseline, alpha, c, c_hat, session, keep_round=STOPS.stepped(session),
+                                 which=which)
+            if baseline is None and not stopped and trace.rounds:
+                yield from self._measure_baseline(trace, alpha, c, c_hat, session, which)
         except explorer.ExplorerError as err:
             yield self._error(str(err))
         except Exception:  # unexpected: the stack trace goes to the log, never to the page
@@ -116,10 +123,13 @@ class Handlers:
         kept = (shown or "").split(NOTHING_TO_STOP)[0].rstrip()
         return f"{kept}\n\n{NOTHING_TO_STOP}" if kept else NOTHING_TO_STOP
 
-    def _measure_baseline(self, trace, alpha, c, c_hat, session):
+    def _measure_baseline(self, trace, alpha, c, c_hat, session, which: str):
+        """Plain decoding on the run's prompt and settings, right after it (none cached, or the machine's
+        pace changed since the cached one: ``which`` says which)."""
         p = self.page
-        yield {p.status: f"{viz.run_summary(trace)}\n\n⏳ Measuring the autoregressive baseline on the same "
-                         "prompt and settings (once; cached for later runs)…"}
+        yield {p.status: f"{viz.run_summary(trace)}\n\n{which}\n\n⏳ Measuring plain decoding on the same "
+                         "prompt and settings (cached for later runs while the machine keeps this pace)…"}
+        speed = machine_speed_ms()
         decoding = baseline_stream(trace)
         last_shown = time.perf_counter()
         for r in decoding:
@@ -130,12 +140,14 @@ class Handlers:
                 last_shown = time.perf_counter()
                 yield {p.status: f"{viz.run_summary(trace)}\n\n⏳ Measuring the autoregressive baseline… "
                                  f"{sum(len(x.emitted) for x in decoding.rounds)} / {trace.settings.max_new_tokens} tokens"}
-        BASELINES.put(decoding.trace())
+        BASELINES.put(decoding.trace(), speed)
         baseline = BASELINES.get(trace)
+        measured = ("Compared with plain decoding measured right after this run, on the same prompt and settings"
+                    + (" (the machine's pace had changed since the cached one)." if "measured again" in which else "."))
         yield {
             p.latency: viz.latency_figure(trace, baseline),
             p.theory: viz.theory_figure(alpha, c, c_hat, trace, baseline),
-            p.status: viz.run_summary(trace, baseline),
+            p.status: f"{viz.run_summary(trace, baseline)}\n\n{measured}",
             p.why: viz.speed_explanation(trace, baseline),
             p.audit: audit_words(trace, baseline),
         }
@@ -164,10 +176,12 @@ class Handlers:
                 updates.update(self._round(trace, n - 1))
         return updates
 
-    def _finished(self, trace, baseline, alpha, c, c_hat, session: str, keep_round: bool = False) -> dict:
+    def _finished(self, trace, baseline, alpha, c, c_hat, session: str, keep_round: bool = False,
+                  which: str = "") -> dict:
         """A whole trace on the page: state, every view at the round it opens on (the first refusal:
         ``viz.opening_round``; with ``keep_round``, the round the user stepped to while it decoded, whose
-        views already show), and its file to download."""
+        views already show), and its file to download. ``which``: a sentence on the baseline it is
+        compared with (``BaselineCache.fresh``)."""
         p = self.page
         n = len(trace.rounds)
         opening = viz.opening_round(trace)
@@ -179,7 +193,7 @@ class Handlers:
             p.banner: viz.method_banner(trace.method, explorer.METHODS.get(trace.method), trace.settings.lossy),
             p.latency: viz.latency_figure(trace, baseline),
             p.theory: viz.theory_figure(alpha, c, c_hat, trace, baseline),
-            p.status: viz.run_summary(trace, baseline),
+            p.status: viz.run_summary(trace, baseline) + (f"\n\n{which}" if which else ""),
             p.why: viz.speed_explanation(trace, baseline),
             p.audit: audit_words(trace, baseline),
             p.download: gr.DownloadButton(value=str(path), interactive=True),

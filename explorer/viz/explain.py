@@ -82,8 +82,11 @@ def speed_explanation(trace, baseline=None) -> str:
                 "against this run on the same prompt and settings.")
     cost = round_cost(trace, baseline)
     if cost is None:
-        return ("**Why this speed.** The comparison with plain decoding appears once the autoregressive baseline "
-                "has run on the same prompt and settings (it runs once, right after this run).")
+        if s.stop_reason == "stopped":
+            return ("**Why this speed.** This run was stopped, so there is no plain-decoding run to weigh it against "
+                    "(a run that ends gets one, on the same prompt and settings, right after it).")
+        return ("**Why this speed.** The comparison with plain decoding appears once plain decoding has run on the "
+                "same prompt and settings, at the machine's current pace (right after a run that ends).")
     measured = measured_speedup(trace, baseline)
     lines = [
         f"**Why this speed.** A plain decoding step took {1000 * baseline.summary.wall_s / baseline.summary.new_tokens:.1f} ms "
