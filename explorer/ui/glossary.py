@@ -38,7 +38,8 @@ drafters fall faster than α^i). **Mean acceptance length**: tokens per target f
 
 EESD's own measures (Appendix D of the EESD paper): **v_d**, accepted drafts ÷ drafted tokens (how often the
 draft is right); **r_d**, accepted drafts ÷ output tokens (how much of the text the draft wrote); **HM**,
-their harmonic mean; **eq. 14**, EESD's predicted speed-up v_d / ((c − v_d)·r_d + v_d). **θ_M**: calibrated
+their harmonic mean; **T_d / T_t**, a draft step's time over a target step's (the α of EESD's eq. 14, this
+page's c); **eq. 14**, EESD's predicted speed-up v_d / ((c − v_d)·r_d + v_d). **θ_M**: calibrated
 Thompson sampling's predicted chance, from the draft's own hidden state, that its next token is accepted
 (a small trained predictor); **θ̂** its running estimate from the run.
 """

@@ -1,0 +1,44 @@
+"""Every sentence the page writes about a run reads right (#29 item 4): the summary, "why this speed"
+and the audit, for a run of every registered method on the real model, carry no "?", "None", "nan",
+"inf" or "T(1)/T(1)", and every symbol they use is in the page's glossary."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import explorer
+from explorer import methods, viz
+from explorer.ui.glossary import glossary_markdown
+from explorer.ui.handlers import audit_words
+
+PROMPT = "The cat sat on the mat. The cat sat on the"
+TOKENS = 24
+# a lone "?" (a missing value), Python's None, a float's nan / inf, a ratio of a thing to itself
+BROKEN = re.compile(r"(?<![\w?])\?(?![\w?])|\bNone\b|\bnan\b|\binf\b|T\(1\)/T\(1\)")
+# Greek symbols (with a hat or a subscript), x_y subscripts, T(k)
+SYMBOL = re.compile(r"[α-ωΑ-Ω]\u0302?(?:_[A-Za-z]+)?|\b[A-Za-z]_[a-zA-Z]\b|T\(\w+\)")
+
+
+def _run(model, method):
+    options = {"method": method.name, "max_new_tokens": TOKENS}
+    if method.draft != "none" and method.preset is None:
+        options["draft"] = method.default_draft
+    return explorer.decode(model, PROMPT, **options)
+
+
+@pytest.mark.parametrize("method", list(methods.discover().values()), ids=lambda m: m.name)
+def test_what_the_page_says_of_a_run_is_whole_and_its_symbols_are_explained(default_model, method):
+    plain = explorer.decode(default_model, PROMPT, max_new_tokens=TOKENS)
+    trace = _run(default_model, method)
+    glossary = glossary_markdown()
+    for baseline in (plain, None):  # compared, and before plain decoding has run
+        texts = {"summary": viz.run_summary(trace, baseline), "why this speed": viz.speed_explanation(trace, baseline),
+                 "audit": audit_words(trace, baseline)}
+        for where, text in texts.items():
+            broken = [text[max(0, m.start() - 60):m.end() + 30] for m in BROKEN.finditer(text)]
+            assert not broken, f"{method.name}, {where}: {broken}"
+            symbols = {re.sub(r"T\(\w+\)", "T(n)", s) for s in SYMBOL.findall(text)}
+            missing = sorted(s for s in symbols if s not in glossary)
+            assert not missing, f"{method.name}, {where}: {missing} not in the glossary"
