@@ -71,6 +71,9 @@ def test_the_status_speaks_plain_words_first_and_symbols_on_demand(lookup, ar):
     assert f"{s.accepted} of {s.drafted} drafted tokens accepted" in plain
     assert f"{s.tokens_per_target_forward:.2f} tokens per target pass" in plain and "plain decoding" in plain
     assert "α̂" not in plain and "α̂</abbr> 0.18" in symbols and "In symbols" in symbols
+    tested = sum(r.tested for r in lookup.rounds)  # the plain words give α̂'s own counts where they differ
+    assert tested < s.drafted and f"{s.accepted} of {tested} tested)" in plain
+    assert s.accepted / tested == pytest.approx(s.alpha_hat)
 
 
 def test_acceptance_by_position_and_accepted_lengths_add_up():

@@ -23,7 +23,11 @@ def run_summary(trace, baseline=None) -> str:
         + f" on {safe_markdown(trace.model)}"
     plain = [f"{head}: {s.new_tokens} tokens in {s.wall_s:.2f} s ({s.tokens_per_s or 0:.1f} tokens/s)"]
     if s.drafted:
-        plain.append(f"{s.accepted} of {s.drafted} drafted tokens accepted")
+        tested = sum(r.tested for r in trace.rounds)
+        # α̂ (in symbols) is accepted ÷ tested: say where the two counts part, or a reader sees 8/28 ≠ 0.36
+        untested = (f" ({s.drafted - tested} came after a refused one in their round and were discarded "
+                    f"untested: {s.accepted} of {tested} tested)") if 0 < tested < s.drafted else ""
+        plain.append(f"{s.accepted} of {s.drafted} drafted tokens accepted{untested}")
     if s.tokens_per_target_forward:
         plain.append(f"{s.tokens_per_target_forward:.2f} tokens per target pass")
     measured = measured_speedup(trace, baseline)
