@@ -83,3 +83,18 @@ def upload_trace(page, path) -> None:
     open_tab(page, "traces")
     page.set_input_files(UPLOAD_INPUT, str(path))
     open_tab(page, "watch")
+
+
+FIGURE_TEXT_JS = (Path(__file__).parent / "figure_text.js").read_text(encoding="utf-8")
+
+
+def figure_text_problems(page, settle_ms: int = 3000) -> list[str]:
+    """Every visible figure's overlapping or clipped text (``figure_text.js``), once the page's own
+    layout pass (``explorer/ui/fit_figures.js``, which runs after each drawing) has settled."""
+    problems = page.evaluate(FIGURE_TEXT_JS)
+    for _ in range(settle_ms // 500):
+        if not problems:
+            break
+        page.wait_for_timeout(500)
+        problems = page.evaluate(FIGURE_TEXT_JS)
+    return problems

@@ -10,6 +10,8 @@ speed, theory, the method views (one slot per registered view), the audit (``ui/
 from __future__ import annotations
 
 
+from pathlib import Path
+
 import gradio as gr
 
 import explorer
@@ -63,6 +65,8 @@ ROUND_KEYS_JS = """() => {
 
 # The page's own tooltip for any element with ``data-tip`` (tokens, …): shown at once beside the pointer,
 # kept inside the window, never clipped by a scrolling box (the browser's ``title`` waits a second and more)
+# figures fitted to their box and to a phone: one column of subplots, the legend below, wrapped titles
+FIT_FIGURES_JS = (Path(__file__).with_name("fit_figures.js")).read_text(encoding="utf-8")
 TIP_JS = """() => {
   if (window.__tips) return;
   window.__tips = true;
@@ -213,6 +217,7 @@ def build_demo() -> gr.Blocks:
         wire_my_runs(mine, compare)
         demo.load(None, js=ROUND_KEYS_JS)  # ← → step through rounds (not while typing in a field)
         demo.load(None, js=TIP_JS)  # tooltips of [data-tip] elements, at once
+        demo.load(None, js=FIT_FIGURES_JS)  # figures fitted to their box (and to a phone), after Plotly draws them
         demo.unload(forget_session)  # a closed page's trace file goes with it
         disk.start_trimming([TRACE_DIR])  # uploads and downloads bounded in total bytes
     return demo

@@ -28,6 +28,10 @@ PAGE_CSS = """
   #tabs .tab-container button { font-size: 12.5px; padding: 6px 5px; }
   .gradio-container { padding-left: 6px !important; padding-right: 6px !important; }
 }
+@media (max-width: 480px) {  /* figures on a phone (fit_figures.js lays them out): no mode bar over their text */
+  .modebar-container { display: none !important; }
+  table { display: block; overflow-x: auto; }  /* a wide table scrolls inside its box */
+}
 /* method views framed like every other block: a thin light border, not the theme's heavy group frame */
 .method-view { border: 1px solid #e5e7eb !important; border-radius: 8px !important; box-shadow: none !important; }
 .method-view .block { border-width: 0 !important; box-shadow: none !important; }  /* the view's own block drew it, 3 px dark */

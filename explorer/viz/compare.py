@@ -14,36 +14,46 @@ import plotly.graph_objects as go
 from .style import BASELINE_COLOUR, DRAFT_COLOUR, RUN_COLOUR, base_layout
 
 
+def system_label(name: str) -> str:
+    """A system's name as a bar's label: escaped (a stranger's upload shows as typed, never as markup) and
+    broken after its method where it is long, so a phone's narrow figure keeps room for the bars."""
+    method, colon, rest = name.partition(":")
+    return html.escape(name) if len(name) <= 20 or not rest else f"{html.escape(method)}:<br>{html.escape(rest)}"
+
+
 def compare_figure(report: dict, against: str = "ar") -> go.Figure:
-    """Grouped bars per system: measured, Theorem 3.8, Theorem 3.8 with T(k); a line at 1×."""
+    """Grouped bars per system, across (names read on any width): measured, Theorem 3.8, Theorem 3.8
+    with T(k); a line at 1×. A prediction no row has is left out, legend entry and all."""
     key = "speedup_vs_ar" if against == "ar" else "speedup_vs_hf"
     baseline = "our ar" if against == "ar" else "HF generate"
     rows = [r for r in report["rows"] if r.get(key) is not None]
-    # Plotly renders a subset of HTML in labels and titles; a stranger's names show as typed.
-    names = [html.escape(r["system"]) for r in rows]
+    names = [system_label(r["system"]) for r in rows]
     fig = go.Figure()
     fig.add_trace(go.Bar(
-        x=names, y=[r[key] for r in rows], name="measured", marker_color=RUN_COLOUR,
+        y=names, x=[r[key] for r in rows], name="measured", marker_color=RUN_COLOUR, orientation="h",
         customdata=[[r["tokens_per_s"], r.get("tokens_per_s_min"), r.get("tokens_per_s_max"), r.get("identical_to_ar")]
                     for r in rows],
-        hovertemplate="%{x}<br>%{y:.2f}× " + baseline + "<br>%{customdata[0]:.1f} tok/s "
+        hovertemplate="%{y}<br>%{x:.2f}× " + baseline + "<br>%{customdata[0]:.1f} tok/s "
                       "(%{customdata[1]:.1f}–%{customdata[2]:.1f})<br>identical to ar: %{customdata[3]}<extra></extra>"))
     # the theory predicts against autoregressive decoding, i.e. our ar
     scale = {r["system"]: (1.0 if against == "ar" else r[key] / r["speedup_vs_ar"]) for r in rows}
     for field, label, colour in (("predicted_speedup", "Theorem 3.8 (verify = 1 step)", BASELINE_COLOUR),
                                  ("predicted_speedup_verify_cost", "Theorem 3.8 with measured T(γ+1)/T(1)", DRAFT_COLOUR)):
+        if all(r.get(field) is None for r in rows):
+            continue
         fig.add_trace(go.Bar(
-            x=names, y=[r.get(field) * scale[r["system"]] if r.get(field) is not None else None for r in rows],
-            name=label, marker_color=colour, opacity=0.75,
+            y=names, x=[r.get(field) * scale[r["system"]] if r.get(field) is not None else None for r in rows],
+            name=label, marker_color=colour, opacity=0.75, orientation="h",
             customdata=[[r.get("alpha_hat"), r.get("c")] for r in rows],
-            hovertemplate="%{x}<br>" + label + ": %{y:.2f}×<br>α = %{customdata[0]:.2f}, c = %{customdata[1]:.2f}"
+            hovertemplate="%{y}<br>" + label + ": %{x:.2f}×<br>α = %{customdata[0]:.2f}, c = %{customdata[1]:.2f}"
                           "<extra></extra>"))
-    fig.add_hline(y=1.0, line={"color": "#111827", "dash": "dash", "width": 1},
-                  annotation_text=f"1× = {baseline}", annotation_position="top left")
+    fig.add_vline(x=1.0, line={"color": "#111827", "dash": "dash", "width": 1},
+                  annotation_text=f"1× = {baseline}", annotation_position="top")
     fig.update_layout(barmode="group")
-    fig.update_xaxes(title_text="system", tickangle=-20)
-    fig.update_yaxes(title_text=f"speed-up over {baseline} (×)", rangemode="tozero")
+    fig.update_yaxes(title_text="system", autorange="reversed")  # the report's first row on top
+    fig.update_xaxes(title_text=f"speed-up over {baseline} (×)", rangemode="tozero")
     meta = report.get("meta") or {}
-    title = (f"Speed-up over {baseline}: measured vs predicted · {html.escape(str(meta.get('model') or ''))}, "
-             f"{meta.get('prompts') or '?'} prompts × {meta.get('repeats') or '?'} repeats")
-    return base_layout(fig, title, height=440)
+    counts = (f", {meta['prompts']} prompts × {meta['repeats']} repeats"
+              if meta.get("prompts") and meta.get("repeats") else "")
+    title = f"Speed-up over {baseline}: measured vs predicted · {html.escape(str(meta.get('model') or ''))}{counts}"
+    return base_layout(fig, title, height=max(440, 150 + 22 * len(rows) * len(fig.data)))

@@ -71,4 +71,4 @@ def theory_lab_figure(report: dict) -> go.Figure:
     fig.update_yaxes(rangemode="tozero")
     # legend entries: one per α (solid: priced theory); the line styles explained in the title
     return base_layout(fig, "Theory lab: dots measured · solid Thm 3.8 priced by T(γ+1)/T(1) · dotted Thm 3.8 "
-                            "as written · lower row eq. 1", height=620, legend_below=True)
+                            "as written · lower row eq. 1", height=620)

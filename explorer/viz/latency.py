@@ -64,7 +64,7 @@ def latency_figure(trace, baseline=None) -> go.Figure:
     fig.update_yaxes(title_text="time (ms)", row=1, col=1)
     fig.update_xaxes(title_text="tokens generated", row=1, col=2)
     fig.update_yaxes(title_text="throughput (tokens/s)", rangemode="tozero", row=1, col=2)
-    return base_layout(fig, _title(trace, baseline), height=400, legend_below=True)
+    return base_layout(fig, _title(trace, baseline), height=400)
 
 
 def _title(trace, baseline) -> str:

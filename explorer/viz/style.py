@@ -51,18 +51,17 @@ def tint(colour: str, alpha: float) -> str:
 FONT = "ui-sans-serif, system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif"
 
 
-def base_layout(fig: go.Figure, title: str, height: int, legend_below: bool = False) -> go.Figure:
-    """Title, white template, compact margins and a horizontal legend: above the plot area, or below
-    it (``legend_below``) where subplot titles take the space above."""
-    legend = {"orientation": "h", "xanchor": "left", "x": 0}
-    legend.update({"yanchor": "top", "y": -0.2} if legend_below else {"yanchor": "bottom", "y": 1.04})
+def base_layout(fig: go.Figure, title: str, height: int) -> go.Figure:
+    """Title, white template, compact margins and a horizontal legend under the plot area (above it, a
+    legend collides with the title and with subplot titles; the page's ``fit_figures.js`` moves it
+    clear of the axis titles where they reach it)."""
     fig.update_layout(
         title={"text": title, "x": 0.01, "xanchor": "left", "font": {"size": 15}},
         template="plotly_white",
         height=height,
-        margin={"l": 60, "r": 20, "t": 70 if legend_below else 90, "b": 110 if legend_below else 55},
+        margin={"l": 60, "r": 20, "t": 70, "b": 110},
         font={"family": FONT, "size": 12},
-        legend=legend,
+        legend={"orientation": "h", "xanchor": "left", "x": 0, "yanchor": "top", "y": -0.2},
         hoverlabel={"font": {"family": FONT}},
     )
     return fig

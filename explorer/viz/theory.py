@@ -99,7 +99,7 @@ def theory_figure(alpha: float, c: float, c_hat: float, trace=None, baseline=Non
                      ticktext=[str(t) for t in LOG_TICKS], minor={"showgrid": False})
     fig.update_xaxes(title_text="γ (drafted tokens per round)", dtick=2, row=1, col=3)
     fig.update_yaxes(title_text="operations (× autoregressive)", rangemode="tozero", row=1, col=3)
-    return base_layout(fig, title, height=470, legend_below=True)
+    return base_layout(fig, title, height=470)
 
 
 LOG_TICKS = (1, 2, 4, 8, 16, 32, 64)

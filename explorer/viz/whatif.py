@@ -74,7 +74,7 @@ def whatif_figure(results: list[dict]) -> go.Figure:
              + (" …" if len(results) > 4 else ""))
     if len(results) > len(drawn):
         title += f" ({len(results) - len(drawn)} more not drawn)"
-    fig = base_layout(fig, title, height=620 + 22 * len(drawn), legend_below=True)
+    fig = base_layout(fig, title, height=620 + 22 * len(drawn))
     fig.update_layout(legend={"y": -0.1})
     return fig
 

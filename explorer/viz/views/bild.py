@@ -102,7 +102,7 @@ def bild_events_figure(trace, round_index: int):
     fig.update_yaxes(title_text="probability", range=[0, 1.05], row=1, col=1)
     fig.update_yaxes(title_text="−log p_L (nats)", rangemode="tozero", row=2, col=1)
     fig.update_xaxes(title_text="round", row=2, col=1)
-    return base_layout(fig, "BiLD hand-overs: fallback and rollback per round", height=460, legend_below=True)
+    return base_layout(fig, "BiLD hand-overs: fallback and rollback per round", height=460)
 
 
 SYMBOLS = ("circle-open", "square-open", "diamond-open", "triangle-up-open", "x-open", "star-open", "hexagon-open")

@@ -50,7 +50,7 @@ def dynamic_figure(trace, round_index: int) -> go.Figure:
     fig.update_xaxes(title_text="γ (continuous)", row=1, col=2)
     fig.update_yaxes(title_text="expected speed-up over ar (×)", rangemode="tozero", row=1, col=2)
     return base_layout(fig, f"Dynamic γ ({trace.settings.controller}): each round maximises Theorem 3.8 at the "
-                            "run's own α̂ and c", height=400, legend_below=True)
+                            "run's own α̂ and c", height=400)
 
 
 def _objective(fig: go.Figure, trace, r) -> None:

@@ -91,7 +91,7 @@ def feature_head_figure(trace, round_index: int) -> go.Figure:
     fig.update_xaxes(title_text="draft position in the round", dtick=1, row=2, col=1)
     fig.update_yaxes(title_text="cosine f̂ · f (1 = exact)", range=[low - 0.02, 1.02], row=2, col=1)
     fig.update_layout(bargap=0.3)
-    return base_layout(fig, TITLE, height=620, legend_below=True)
+    return base_layout(fig, TITLE, height=620)
 
 
 def _fate_runs(fates: list[str]) -> str:

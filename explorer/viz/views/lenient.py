@@ -40,8 +40,7 @@ def lenience_figure(trace, round_index: int) -> go.Figure:
                       yaxis2={"title": {"text": "share due to lenience"}, "overlaying": "y", "side": "right",
                               "range": [0, 1.02], "tickformat": ".0%"})
     words = f"l = {lenience:g}" if isinstance(lenience, (int, float)) else "lenience"
-    return base_layout(fig, f"Lenience ({words}): accepts the exact rule would have refused", height=320,
-                       legend_below=True)
+    return base_layout(fig, f"Lenience ({words}): accepts the exact rule would have refused", height=320)
 
 
 register(MethodView(

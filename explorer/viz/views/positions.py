@@ -76,7 +76,7 @@ def positions_figure(trace, round_index: int) -> go.Figure:
     fig.update_layout(bargap=0.3)
     title = (f"Where drafts are accepted: {sum(accepted)} of {sum(tested)} tested drafts over {len(rounds)} drafting "
              "rounds")
-    return base_layout(fig, title, height=360, legend_below=True)
+    return base_layout(fig, title, height=360)
 
 
 register(MethodView(

@@ -169,7 +169,7 @@ def posterior_figure(trace, round_index: int) -> go.Figure:
     finite = z[np.isfinite(z)]
     zmax = float(np.percentile(finite, 99.5)) if finite.size else 1.0
 
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.64, 0.36], vertical_spacing=0.1,
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.64, 0.36], vertical_spacing=0.14,
                         subplot_titles=("Posterior density of θ = P(draft one more token) at the start of each round",
                                         "Draft length the samples produced, and what the target accepted"))
     domain = fig.layout.yaxis.domain
@@ -224,7 +224,7 @@ def posterior_figure(trace, round_index: int) -> go.Figure:
     _round_axes(fig, xs)
     if every > 1:
         title += f" · every {every}th of {len(xs)} rounds drawn"
-    base_layout(fig, f"{title} · selected: round {selected + 1}", height=560, legend_below=True)
+    base_layout(fig, f"{title} · selected: round {selected + 1}", height=560)
     fig.update_layout(margin={"r": 90})
     return fig
 
@@ -314,7 +314,7 @@ def decisions_figure(trace, round_index: int) -> go.Figure:
                      range=[lo, hi])
     fig.update_yaxes(title_text="θ (probability of continuing)", range=[0, 1.3],
                      tickvals=[0, 0.2, 0.4, 0.6, 0.8, 1.0])
-    base_layout(fig, f"{title}<br><sup>{summary}</sup><br><sup>{subtitle}</sup>", height=420, legend_below=True)
+    base_layout(fig, f"{title}<br><sup>{summary}</sup><br><sup>{subtitle}</sup>", height=420)
     fig.update_layout(margin={"t": 95})
     return fig
 
@@ -378,7 +378,7 @@ def calibration_figure(trace, round_index: int) -> go.Figure:
     fig.update_yaxes(title_text="θ (probability)", range=[0, 1.05], row=1, col=1)
     fig.update_yaxes(title_text="w (share of θ_M)", range=[-0.05, 1.1], row=2, col=1)
     _round_axes(fig, xs)
-    return base_layout(fig, f"{title} · selected: round {selected + 1}", height=520, legend_below=True)
+    return base_layout(fig, f"{title} · selected: round {selected + 1}", height=520)
 
 
 def _mark_selected(fig: go.Figure, xs: list[int], selected: int) -> None:
