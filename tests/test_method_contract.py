@@ -139,6 +139,13 @@ def test_a_throw_away_method_is_found_everywhere_through_its_record(echo, tiny_t
     assert updates[page.draft].value == "echo:2" and "echo runs its own echo draft" in updates[page.status]
     kept = handlers.method_changed("echo", "tiny-random", "echo:5")  # a draft it runs stays as typed
     assert kept[page.draft].value != "echo:2" and page.status not in kept
+    # a preset's γ cap and controller do not carry over to a method without one: back to the defaults
+    from explorer.engine.controllers import DEFAULT_CONTROLLER, DEFAULT_GAMMA
+    carried = handlers.method_changed("echo", "tiny-random", "echo:5", 8, "cali-ts-priced")
+    assert carried[page.gamma].value == DEFAULT_GAMMA and carried[page.controller].value == DEFAULT_CONTROLLER
+    assert f"defaults for echo: γ {DEFAULT_GAMMA} and controller {DEFAULT_CONTROLLER}" in carried[page.status]
+    unchanged = handlers.method_changed("echo", "tiny-random", "echo:5", DEFAULT_GAMMA, DEFAULT_CONTROLLER)
+    assert unchanged[page.gamma].value is None and page.status not in unchanged  # only shown or hidden
 
 
 # -- every real method keeps its record's word -------------------------------------------------------------

@@ -18,7 +18,7 @@ import explorer
 from explorer.errors import one_line
 from explorer import methods, viz
 from explorer.audit import greedy_audit
-from explorer.engine.controllers import DEFAULT_GAMMA
+from explorer.engine.controllers import DEFAULT_CONTROLLER, DEFAULT_GAMMA
 from explorer.limits import MAX_GAMMA, MAX_SESSION_TRACE_BYTES
 from explorer.viz.audit import greedy_audit_text
 
@@ -302,12 +302,13 @@ class Handlers:
         baseline = BASELINES.get(trace) if trace is not None else None
         return {self.page.theory: viz.theory_figure(alpha, c, c_hat, trace, baseline)}
 
-    def method_changed(self, method, model="default", draft=None):
+    def method_changed(self, method, model="default", draft=None, gamma=None, controller=None):
         """The banner describes the chosen method and the controls follow its record: no drafter for a
         method that drafts by itself (said in the box); a preset method (eesd, eagle) fills in what it
         runs for this model; any other keeps a draft the user typed when it is one the method runs, and
-        otherwise switches to the method's default draft and says why. γ and the controller show only
-        where they apply."""
+        otherwise switches to the method's default draft and says why, and γ and the controller go back
+        to the defaults (a preset's γ cap or Thompson controller does not carry over). γ and the
+        controller show only where they apply."""
         p = self.page
         chosen = methods.discover().get(method)
         if chosen is None:
@@ -334,10 +335,25 @@ class Handlers:
                             p.gamma: gr.Number(value=preset["gamma"], interactive=True, visible=True, info=note),
                             p.status: f"{method.upper()} preset: {preset['draft']}, {preset['controller']}, γ cap "
                                       f"{preset['gamma']}. {preset.get('why', '')}"})
-        elif not chosen.accepts_draft(typed, defaults):
-            updates[p.draft] = gr.Dropdown(value=chosen.default_draft, interactive=True, info=None, allow_custom_value=True)
-            why = f"{chosen.draft_words} " if chosen.draft_words else ""
-            updates[p.status] = viz.safe_markdown(f"{why}The drafter is now {chosen.default_draft}.")
+        else:
+            said = []
+            if not chosen.accepts_draft(typed, defaults):
+                updates[p.draft] = gr.Dropdown(value=chosen.default_draft, interactive=True, info=None,
+                                               allow_custom_value=True)
+                said.append(f"{chosen.draft_words} " if chosen.draft_words else "")
+                said.append(f"The drafter is now {chosen.default_draft}.")
+            reset = []
+            if chosen.uses_gamma and gamma is not None and gamma != DEFAULT_GAMMA:
+                updates[p.gamma] = gr.Number(value=DEFAULT_GAMMA, interactive=True, visible=True, info=note)
+                reset.append(f"γ {DEFAULT_GAMMA}")
+            if chosen.controller and controller is not None and controller != DEFAULT_CONTROLLER:
+                updates[p.controller] = gr.Dropdown(value=DEFAULT_CONTROLLER, interactive=True, visible=True)
+                reset.append(f"controller {DEFAULT_CONTROLLER}")
+            if reset:
+                said.append(f" Back to the defaults for {method}: {' and '.join(reset)} (set them again to "
+                            "change them).")
+            if said:
+                updates[p.status] = viz.safe_markdown("".join(said).strip())
         return updates
 
     def upload(self, data, alpha, c, c_hat, request: gr.Request):

@@ -263,7 +263,7 @@ def _wire(p: Page, h: Handlers) -> None:
     for slider in theory_inputs:  # `input`: drags, clicks and the arrow keys (`release` missed the keys)
         slider.input(h.theory, inputs=[*theory_inputs, p.trace_state], outputs=[p.theory],
                        trigger_mode="always_last", **quiet)
-    p.method.change(h.method_changed, inputs=[p.method, p.model, p.draft],
+    p.method.change(h.method_changed, inputs=[p.method, p.model, p.draft, p.gamma, p.controller],
                     outputs=[p.banner, p.draft, p.controller, p.gamma, p.status, *p.options.boxes.values()], **quiet)
     p.upload.upload(h.upload, inputs=[p.upload, *theory_inputs], outputs=p.everything(), **quiet)
     gr.api(gated(h.api_decode), api_name="decode", concurrency_limit=DECODE_CONCURRENCY, concurrency_id="decode")
