@@ -221,3 +221,26 @@ def test_the_views_round_title_names_each_drafts_fate_in_runs():
     assert _fate_runs(["accepted", "accepted", "rejected", "discarded", "discarded"]) == \
         "#1–2 accepted, #3 rejected, #4–5 discarded"
     assert _fate_runs(["rejected"]) == "#1 rejected"
+
+
+def test_the_view_says_whether_drift_or_confidence_separates_accepted_from_refused_drafts(tiny_target):
+    """#29 item 5: accepted and refused drafts had the same cosine (≈ 0.68), so "drafts fail where features
+    drift" was not what the panel showed; it now says what does, from the run's own numbers."""
+    import dataclasses
+
+    from explorer.viz.views.feature_head import feature_head_figure, what_separates
+
+    trace = explorer.decode(tiny_target, prompt_ids=[3, 4, 5], draft="feature-head:untrained", max_new_tokens=24)
+
+    def rigged(cos_kept, q_kept, cos_refused, q_refused):  # first draft accepted, second refused, each round
+        return [dataclasses.replace(r, drafted=(1, 2), n_accepted=1, rejected_at=1, q_drafted=(q_kept, q_refused),
+                                    detail={**r.detail, "feature_cos": [cos_kept, cos_refused]})
+                for r in trace.rounds if r.drafted]
+
+    assert what_separates(rigged(0.9, 0.5, 0.6, 0.5)).endswith("feature drift tells them apart")
+    assert what_separates(rigged(0.68, 0.8, 0.67, 0.3)).endswith("the head's confidence tells them apart, not drift")
+    words = what_separates(rigged(0.68, 0.5, 0.67, 0.48))
+    assert words == "accepted: cosine 0.68, q 0.50 · refused: cosine 0.67, q 0.48 — neither tells them apart"
+    shown = dataclasses.replace(trace, rounds=tuple(rigged(0.68, 0.5, 0.67, 0.48)))
+    assert words in feature_head_figure(shown, 0).layout.annotations[0].text  # in the run panel's title
+    assert what_separates([r for r in trace.rounds if not r.drafted]) == ""  # nothing to tell apart yet

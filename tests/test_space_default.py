@@ -5,7 +5,6 @@ conversion into an empty cache) with the installed package hidden."""
 
 from __future__ import annotations
 
-
 from explorer.artifacts import fingerprint
 from explorer.methods.bita.tokens import tokens_for
 from explorer.methods.eesd.exits import find_exit

@@ -4,9 +4,11 @@ and how far its predicted features drift from the target's.
 The head drafts in feature space: draft 1 reads the target's own last-layer feature, draft k reads the
 head's prediction from draft k − 1. After each verification the round records the cosine between every
 predicted feature f̂ and the feature the target computed at that position (``detail.feature_cos``).
-Left: by draft position, the share of tested drafts the target accepted and the mean cosine of the
-accepted and of the refused drafts — EAGLE's point that a draft goes wrong where its feature drifts.
-Right: the selected round, one bar per draft, coloured by its fate.
+Top: by draft position, the share of tested drafts the target accepted and the mean cosine of the
+accepted and of the refused drafts — EAGLE's point that a draft goes wrong where its feature drifts. On
+the shipped head that is not what separates them (cosine ≈ 0.68 for both, #29); the head's own
+confidence q in its token does, so the panel's title says, from the run's numbers, which of the two
+tells accepted from refused drafts. Bottom: the selected round, one bar per draft, coloured by its fate.
 """
 
 from __future__ import annotations
@@ -27,6 +29,23 @@ TITLE = "Feature head: acceptance and feature drift by draft position"
 
 def _feature_head(trace) -> bool:
     return str(trace.draft or "").startswith("feature-head")
+
+
+def what_separates(rounds) -> str:
+    """Accepted against refused drafts over the run (tested ones only): their mean cosine and the head's
+    mean confidence q in its token, and which of the two tells them apart (a gap of 0.05 in cosine, 0.1
+    in q); "" while either group is empty."""
+    groups = {True: [], False: []}
+    for r in rounds:
+        cos = r.detail.get("feature_cos") or ()
+        for i in range(min(r.tested, len(r.drafted), len(cos), len(r.q_drafted))):
+            groups[i < r.n_accepted].append((cos[i], r.q_drafted[i]))
+    if not groups[True] or not groups[False]:
+        return ""
+    (ca, qa), (cr, qr) = ([sum(v) / len(g) for v in zip(*g)] for g in (groups[True], groups[False]))
+    verdict = ("feature drift tells them apart" if ca - cr >= 0.05 else
+               "the head's confidence tells them apart, not drift" if qa - qr >= 0.1 else "neither tells them apart")
+    return (f"accepted: cosine {ca:.2f}, q {qa:.2f} · refused: cosine {cr:.2f}, q {qr:.2f} — {verdict}")
 
 
 def cosine_by_position(rounds) -> tuple[list[float | None], list[float | None]]:
@@ -53,8 +72,10 @@ def feature_head_figure(trace, round_index: int) -> go.Figure:
     positions = list(range(1, len(tested) + 1))
     kept_cos, refused_cos = cosine_by_position(rounds)
     # stacked, not side by side: two panels in a row crowd their titles together at a phone's width
+    separates = what_separates(rounds)
     fig = make_subplots(rows=2, cols=1, vertical_spacing=0.2,
-                        subplot_titles=["By draft position, over the run", "This round, draft by draft"])
+                        subplot_titles=["Over the run" + (f" ({separates})" if separates else ", by draft position"),
+                                        "This round, draft by draft"])
     fig.add_trace(go.Bar(x=positions, y=[a / t if t else None for a, t in zip(accepted, tested)],
                          name="share of tested drafts accepted", marker_color=FATE_COLOURS["accepted"], opacity=0.45,
                          customdata=list(zip(accepted, tested)),
@@ -113,5 +134,6 @@ register(MethodView(
     render=feature_head_figure,
     description="EAGLE drafts in the target's feature space: by draft position, how many drafts are accepted "
                 "and how close the head's predicted features were to the target's (cosine), for accepted and "
-                "refused drafts; and the selected round's drafts one by one.",
+                "refused drafts, and whether that drift or the head's own confidence q tells the two apart "
+                "(from this run's numbers); and the selected round's drafts one by one.",
 ))
