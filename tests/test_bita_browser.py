@@ -35,6 +35,11 @@ def test_uploaded_bita_trace_links_tree_nodes_to_mask_rows(page):
     set_number(page, "round-slider", last.index + 1)
     expect(view).to_contain_text(f"Round {last.index + 1} ")
     assert view.locator("g.bn-acc").count() == len(last.tree["accepted_path"])
+    # every node's label inside its box (#29: labels spilled out of them)
+    spilled = view.evaluate("""el => Array.from(el.querySelectorAll('g.bn')).filter(g => {
+        const box = g.querySelector('rect').getBoundingClientRect(), text = g.querySelector('text').getBoundingClientRect();
+        return text.left < box.left - 0.5 || text.right > box.right + 0.5; }).map(g => g.textContent)""")
+    assert not spilled, spilled
     # a mask larger than its box says that it scrolls, and the box draws its scrollbars and a frame
     rows = view.locator(".bita-table tbody tr").count()
     if rows > 16:

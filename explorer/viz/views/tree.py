@@ -198,7 +198,13 @@ def _box(x, y, text, cls, title, position) -> str:
     data = f" tn-{position}" if position is not None else ""
     return (f"<g class='bn {cls}{data}' data-tip='{html.escape(title, quote=True)}'>"
             f"<rect x='{x}' y='{y}' width='{NODE_W}' height='{NODE_H}' rx='5'/>"
-            f"<text x='{x + NODE_W / 2}' y='{y + 15}' text-anchor='middle'>{html.escape(text)}</text></g>")
+            f"<text x='{x + NODE_W / 2}' y='{y + 15}' text-anchor='middle'{_fitted(text)}>{html.escape(text)}</text></g>")
+
+
+def _fitted(text: str) -> str:
+    """A label wider than its box (11 px monospace: ≈ 6.6 px a character) squeezed into it, not spilling out."""
+    room = NODE_W - 8
+    return f" textLength='{room}' lengthAdjust='spacingAndGlyphs'" if len(text) * 6.6 > room else ""
 
 
 def _mask_table(trace, r, context: list[int], shown: list[int]) -> str:
