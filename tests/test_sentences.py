@@ -1,6 +1,7 @@
 """Every sentence the page writes about a run reads right (#29 item 4): the summary, "why this speed"
 and the audit, for a run of every registered method on the real model, carry no "?", "None", "nan",
-"inf" or "T(1)/T(1)", and every symbol they use is in the page's glossary."""
+"inf" or "T(1)/T(1)", every symbol they use is in the page's glossary, and a text that cites a theorem,
+equation, algorithm or table names the paper it is from."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ TOKENS = 24
 # a lone "?" (a missing value), Python's None, a float's nan / inf, a ratio of a thing to itself
 BROKEN = re.compile(r"(?<![\w?])\?(?![\w?])|\bNone\b|\bnan\b|\binf\b|T\(1\)/T\(1\)")
 # Greek symbols (with a hat or a subscript), x_y subscripts, T(k)
+CITED = re.compile(r"\b(?:Theorem|Thm|eq\.|Algorithm|Table|Definition)\s*\d")
+PAPERS = re.compile(r"Leviathan|EESD|BiLD|BiTA|EAGLE|004|reproduction")
 SYMBOL = re.compile(r"[α-ωΑ-Ω]\u0302?(?:_[A-Za-z]+)?|\b[A-Za-z]_[a-zA-Z]\b|T\(\w+\)")
 
 
@@ -42,3 +45,6 @@ def test_what_the_page_says_of_a_run_is_whole_and_its_symbols_are_explained(defa
             symbols = {re.sub(r"T\(\w+\)", "T(n)", s) for s in SYMBOL.findall(text)}
             missing = sorted(s for s in symbols if s not in glossary)
             assert not missing, f"{method.name}, {where}: {missing} not in the glossary"
+            for paragraph in text.split("\n\n"):
+                if CITED.search(paragraph):
+                    assert PAPERS.search(paragraph), f"{method.name}, {where}: cites without the paper: {paragraph[:160]}"
