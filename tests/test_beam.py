@@ -134,6 +134,7 @@ def test_the_tree_view_draws_every_step_and_escapes_token_text(default_model):
     assert len(points) == sum(len(layer) for r in t.rounds for layer in r.detail["beam"]["layers"])
     best = [p for p in points if p["best"]]
     assert [p["x"] for p in best] == list(range(1, len(t.output_ids) + 1))  # the best beam, one token per step
+    assert beam_nodes(t, 0) == (points, edges)  # opened on its first round, a short run shows every step
     forged = t.__class__(**{**t.__dict__, "token_text": {**t.token_text, t.output_ids[0]: "<b>x</b>"}})
     fig = beam_tree_figure(forged, 0)
     shown = " ".join(str(x) for trace in fig.data for x in [*(trace.text or ()), *(trace.customdata or ())])

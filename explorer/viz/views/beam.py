@@ -24,13 +24,15 @@ def _beam(trace) -> bool:
 
 
 def beam_nodes(trace, round_index: int | None = None) -> tuple[list[dict], list[tuple[int, int]]]:
-    """The candidates of the steps around the selected round (all steps of a run of at most ``MAX_STEPS``;
-    else the selected round's and the ones before it, up to ``MAX_STEPS``) as points: x its length in
-    tokens, y its rank in its step; and the edges (parent point, child point) between shown points."""
+    """The candidates of ``MAX_STEPS`` steps that hold the selected round (all steps of a run of at most
+    ``MAX_STEPS``; from the first step while the selected round is among the first ones — the page opens on
+    an early round, and a window ending ``LOOK_AHEAD`` steps after it showed 8 steps of 64 — else the
+    window ending ``LOOK_AHEAD`` steps after it) as points: x its length in tokens, y its rank in its step;
+    and the edges (parent point, child point) between shown points."""
     steps = [(r.index, step) for r in trace.rounds for step in range(len((r.detail.get("beam") or {}).get("layers", ())))]
     chosen = round_index if round_index is not None else (trace.rounds[-1].index if trace.rounds else 0)
     ends = [i + 1 for i, (r, _) in enumerate(steps) if r <= chosen]
-    high = min(len(steps), (ends[-1] if ends else 0) + LOOK_AHEAD)
+    high = min(len(steps), max((ends[-1] if ends else 0) + LOOK_AHEAD, MAX_STEPS))
     low = max(0, high - MAX_STEPS)
     points, edges = [], []
     previous: list = [(None, 0)]  # the previous step's kept candidates: (point index or None, length)
