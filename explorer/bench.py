@@ -329,7 +329,7 @@ def markdown(report: dict, text: Callable[[object], str] | None = None) -> str:
         return "–" if x is None else (("yes" if x else "**no**") if isinstance(x, bool) else format(x, spec))
 
     lines = ["| system | tok/s median (min–max) | × HF generate | × our ar | worst category × ar | acceptance "
-             "| accepted by draft position 1, 2, … | tok / target fwd | c | Thm 3.8 | Thm 3.8 with T(k) "
+             "| accepted by draft position 1, 2, … | tok / target fwd | c | Leviathan Thm 3.8 | Leviathan Thm 3.8 with T(k) "
              "| identical to ar | peak RSS MB |",
              "|" + "---|" * 13]
     for r in report["rows"]:
