@@ -238,9 +238,11 @@ def test_the_view_says_whether_drift_or_confidence_separates_accepted_from_refus
                 for r in trace.rounds if r.drafted]
 
     assert what_separates(rigged(0.9, 0.5, 0.6, 0.5)).endswith("feature drift tells them apart")
-    assert what_separates(rigged(0.68, 0.8, 0.67, 0.3)).endswith("the head's confidence tells them apart, not drift")
+    assert what_separates(rigged(0.68, 0.8, 0.67, 0.3)).endswith("confidence tells them apart, not drift")
     words = what_separates(rigged(0.68, 0.5, 0.67, 0.48))
     assert words == "accepted: cosine 0.68, q 0.50 · refused: cosine 0.67, q 0.48 — neither tells them apart"
     shown = dataclasses.replace(trace, rounds=tuple(rigged(0.68, 0.5, 0.67, 0.48)))
-    assert words in feature_head_figure(shown, 0).layout.annotations[0].text  # in the run panel's title
+    figure = feature_head_figure(shown, 0)
+    assert figure.layout.annotations[0].text == "Over the run: neither tells them apart"  # the panel's title
+    assert "(run: 0.68; the head's confidence q 0.50)" in figure.data[1].name  # the run's means, in the legend
     assert what_separates([r for r in trace.rounds if not r.drafted]) == ""  # nothing to tell apart yet

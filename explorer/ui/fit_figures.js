@@ -132,7 +132,7 @@
       .map(e => e.getBoundingClientRect()));
   const makeRoom = (gd, depth = 0) => {
     const L = gd._fullLayout, frame = gd.getBoundingClientRect(), update = {};
-    if (depth > 2) return;
+    if (depth > 4) return;  // each pass fixes what the last one moved into (wrap, raise, rise, grow)
     // text wider than the room it has sideways: wrap it by the measured overflow
     let wrapped = false;
     const fit = (el, key, text, size) => {

@@ -31,21 +31,30 @@ def _feature_head(trace) -> bool:
     return str(trace.draft or "").startswith("feature-head")
 
 
-def what_separates(rounds) -> str:
-    """Accepted against refused drafts over the run (tested ones only): their mean cosine and the head's
-    mean confidence q in its token, and which of the two tells them apart (a gap of 0.05 in cosine, 0.1
-    in q); "" while either group is empty."""
+def separation(rounds) -> dict | None:
+    """Accepted against refused drafts over the run (tested ones only): their mean cosine (``cos``) and
+    the head's mean confidence q in its token (``q``), by fate, and which of the two tells them apart (a
+    gap of 0.05 in cosine, 0.1 in q); None while either group is empty."""
     groups = {True: [], False: []}
     for r in rounds:
         cos = r.detail.get("feature_cos") or ()
         for i in range(min(r.tested, len(r.drafted), len(cos), len(r.q_drafted))):
             groups[i < r.n_accepted].append((cos[i], r.q_drafted[i]))
     if not groups[True] or not groups[False]:
-        return ""
+        return None
     (ca, qa), (cr, qr) = ([sum(v) / len(g) for v in zip(*g)] for g in (groups[True], groups[False]))
     verdict = ("feature drift tells them apart" if ca - cr >= 0.05 else
-               "the head's confidence tells them apart, not drift" if qa - qr >= 0.1 else "neither tells them apart")
-    return (f"accepted: cosine {ca:.2f}, q {qa:.2f} · refused: cosine {cr:.2f}, q {qr:.2f} — {verdict}")
+               "confidence tells them apart, not drift" if qa - qr >= 0.1 else "neither tells them apart")
+    return {"cos": {True: ca, False: cr}, "q": {True: qa, False: qr}, "verdict": verdict}
+
+
+def what_separates(rounds) -> str:
+    """The run's separation in words ("" while either group is empty)."""
+    s = separation(rounds)
+    if s is None:
+        return ""
+    return (f"accepted: cosine {s['cos'][True]:.2f}, q {s['q'][True]:.2f} · refused: cosine {s['cos'][False]:.2f}, "
+            f"q {s['q'][False]:.2f} — {s['verdict']}")
 
 
 def cosine_by_position(rounds) -> tuple[list[float | None], list[float | None]]:
@@ -72,10 +81,12 @@ def feature_head_figure(trace, round_index: int) -> go.Figure:
     positions = list(range(1, len(tested) + 1))
     kept_cos, refused_cos = cosine_by_position(rounds)
     # stacked, not side by side: two panels in a row crowd their titles together at a phone's width
-    separates = what_separates(rounds)
+    # which of drift and the head's confidence tells accepted from refused drafts: in the panel's title
+    # (short, to stay one line on a phone), the run's means in the legend
+    separates = separation(rounds)
     fig = make_subplots(rows=2, cols=1, vertical_spacing=0.2,
-                        subplot_titles=["Over the run" + (f" ({separates})" if separates else ", by draft position"),
-                                        "This round, draft by draft"])
+                        subplot_titles=[f"Over the run: {separates['verdict']}" if separates else
+                                        "Over the run, by draft position", "This round, draft by draft"])
     fig.add_trace(go.Bar(x=positions, y=[a / t if t else None for a, t in zip(accepted, tested)],
                          name="share of tested drafts accepted", marker_color=FATE_COLOURS["accepted"], opacity=0.45,
                          customdata=list(zip(accepted, tested)),
@@ -84,7 +95,9 @@ def feature_head_figure(trace, round_index: int) -> go.Figure:
     for values, kept in ((kept_cos, True), (refused_cos, False)):
         fig.add_trace(go.Scatter(
             x=positions, y=values, mode="lines+markers",
-            name=f"mean cosine f̂ · f of {'accepted' if kept else 'refused'} drafts",
+            name=f"mean cosine f̂ · f of {'accepted' if kept else 'refused'} drafts" + (
+                f" (run: {separates['cos'][kept]:.2f}; the head's confidence q {separates['q'][kept]:.2f})"
+                if separates else ""),
             line={"color": FATE_COLOURS["accepted" if kept else "rejected"], "dash": "solid" if kept else "dot"},
             marker={"symbol": "circle" if kept else "x", "size": 8},
             hovertemplate=f"draft #%{{x}}: {'accepted' if kept else 'refused'} drafts' predicted feature "
@@ -108,11 +121,11 @@ def feature_head_figure(trace, round_index: int) -> go.Figure:
                            y=0.5, showarrow=False, font={"size": 13, "color": "#6b7280"})
     low = min([0.0] + [c for c in kept_cos + refused_cos + cos if c is not None])
     fig.update_xaxes(title_text="draft position in the round", dtick=1, row=1, col=1)
-    fig.update_yaxes(title_text="share accepted · mean cosine", range=[low - 0.02, 1.02], row=1, col=1)
+    fig.update_yaxes(title_text="share · mean cosine", range=[low - 0.02, 1.02], row=1, col=1)
     fig.update_xaxes(title_text="draft position in the round", dtick=1, row=2, col=1)
     fig.update_yaxes(title_text="cosine f̂ · f (1 = exact)", range=[low - 0.02, 1.02], row=2, col=1)
     fig.update_layout(bargap=0.3)
-    return base_layout(fig, TITLE, height=620)
+    return base_layout(fig, TITLE, height=680)
 
 
 def _fate_runs(fates: list[str]) -> str:
