@@ -160,6 +160,16 @@ class Trainer:
     run: Callable[[Any, list[str]], int]
 
 
+def answer_flags(parser) -> None:
+    """The flags of every trainer that learns from the target's own answers to the prompt bank: the
+    answers' length cap, the bank, and where and in which dtype the target runs."""
+    parser.add_argument("--max-new-tokens", type=int, default=256, help="length cap of the target's answers")
+    parser.add_argument("--prompts", help="a prompt bank JSON file like assets/train_prompts.json (default: that file)")
+    parser.add_argument("--device", help="cpu | cuda (default: cuda when present)")
+    parser.add_argument("--dtype", default="float32", help="the target's dtype while training (default float32: "
+                                                          "what decoding on the CPU runs)")
+
+
 @dataclass(frozen=True)
 class Method:
     """One decoding method: everything the API, CLI, benchmark, race, page, glossary and trace loader know

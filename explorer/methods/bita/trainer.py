@@ -3,7 +3,7 @@ wait until it runs."""
 
 from __future__ import annotations
 
-from .. import Trainer
+from .. import Trainer, answer_flags
 
 
 def _arguments(parser) -> None:
@@ -17,10 +17,7 @@ def _arguments(parser) -> None:
     parser.add_argument("--groups", type=int, default=16, help="split points (mask groups) per answer and step")
     parser.add_argument("--lr", type=float, default=1e-2)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--max-new-tokens", type=int, default=256, help="length cap of the target's answers")
-    parser.add_argument("--prompts", help="a prompt bank JSON file like assets/train_prompts.json (default: that file)")
-    parser.add_argument("--device", help="cpu | cuda (default: cuda when present)")
-    parser.add_argument("--dtype", default="float32", help="the target's dtype while training (default float32)")
+    answer_flags(parser)
     parser.add_argument("--out", help=f"artifact file (default {BITA_DIR}/<model fingerprint>.safetensors)")
 
 

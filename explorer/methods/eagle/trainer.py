@@ -4,7 +4,7 @@ itself); heavy imports wait until it runs."""
 from __future__ import annotations
 
 from ...errors import ExplorerError
-from .. import Trainer
+from .. import Trainer, answer_flags
 
 
 def _arguments(parser) -> None:
@@ -28,10 +28,7 @@ def _arguments(parser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="training seed (the data's seed is fixed)")
     parser.add_argument("--mode", choices=["greedy+sample", "hybrid", "greedy", "sample"], default="greedy+sample",
                     help="how the target answers the bank (greedy+sample: a greedy pass, then sampled passes)")
-    parser.add_argument("--max-new-tokens", type=int, default=256, help="length cap of the target's answers")
-    parser.add_argument("--prompts", help="a prompt bank JSON file like assets/train_prompts.json (default: that file)")
-    parser.add_argument("--device", help="cpu | cuda (default: cuda when present)")
-    parser.add_argument("--dtype", default="float32", help="the target's dtype while training (default float32)")
+    answer_flags(parser)
     parser.add_argument("--precompute", type=int, action="append", default=[], metavar="N",
                     help="also cache the states after layer N in the same frozen pass (for train early-exit)")
     parser.add_argument("--out", default=str(HEAD_DIR), help=f"artifact folder (default {HEAD_DIR})")

@@ -5,7 +5,7 @@ Their heavy imports wait until one runs, so the command line starts quickly."""
 from __future__ import annotations
 
 from ...errors import ExplorerError
-from .. import Trainer
+from .. import Trainer, answer_flags
 
 
 def _exit_arguments(parser) -> None:
@@ -28,11 +28,7 @@ def _exit_arguments(parser) -> None:
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--batch", type=int, default=2, help="windows per step")
     parser.add_argument("--window", type=int, default=512, help="tokens per packed window")
-    parser.add_argument("--max-new-tokens", type=int, default=256, help="length cap of the target's answers")
-    parser.add_argument("--prompts", help="a prompt bank JSON file like assets/train_prompts.json (default: that file)")
-    parser.add_argument("--device", help="cpu | cuda (default: cuda when present)")
-    parser.add_argument("--dtype", default="float32", help="the target's dtype while training (default float32: "
-                                                      "what decoding on the CPU runs)")
+    answer_flags(parser)
     parser.add_argument("--out", default=str(ARTIFACT_DIR), help=f"artifact folder (default {ARTIFACT_DIR})")
 
 
@@ -73,10 +69,7 @@ def _theta_arguments(parser) -> None:
                                                               "answered afresh by sampling")
     parser.add_argument("--steps", type=int, default=400, help="full-batch AdamW steps")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--max-new-tokens", type=int, default=256, help="length cap of the target's answers")
-    parser.add_argument("--prompts", help="a prompt bank JSON file like assets/train_prompts.json (default: that file)")
-    parser.add_argument("--device", help="cpu | cuda (default: cuda when present)")
-    parser.add_argument("--dtype", default="float32", help="the target's dtype (default float32)")
+    answer_flags(parser)
     parser.add_argument("--exits", help=f"where the exits are, and where θ_M is written (default {ARTIFACT_DIR})")
 
 
