@@ -39,6 +39,7 @@ import math
 import re
 from dataclasses import dataclass
 
+from . import machine
 from .errors import ExplorerError
 from .limits import MAX_GAMMA, clip
 
@@ -607,22 +608,6 @@ def _llama_cpp(data, gamma: int | None, name: str) -> list[Acceptance]:
 # -- T(n)/T(1) measured here -------------------------------------------------------------------------
 
 
-def machine() -> str:
-    """This machine in words for a figure: CPU model, cores, torch version."""
-    import os
-    import platform
-
-    import torch
-
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            cpu = next((line.split(":", 1)[1].strip() for line in fh if line.startswith("model name")), cpu)
-    except OSError:
-        pass
-    return f"{cpu}, {os.cpu_count()} cores, torch {torch.__version__}"
-
-
 def measure_verify_cost(model: str, positions: int, progress=None) -> tuple[tuple[float, ...], str]:
     """T(n)/T(1) for n = 1 … positions + 1, measured on this machine with ``model`` (the explorer's own
     measurement, ``engine.costs``), and where it was measured in words."""
@@ -635,7 +620,7 @@ def measure_verify_cost(model: str, positions: int, progress=None) -> tuple[tupl
     if progress:
         progress(f"measuring T(n), n = 1…{positions + 1} (6 passes over the sizes)")
     curve = verify_cost_curve(target, max_tokens=positions + 1)
-    where = f"model '{model}' on {target.device} ({str(target.dtype).replace('torch.', '')}; {machine()})"
+    where = f"model '{model}' on {target.device} ({str(target.dtype).replace('torch.', '')}; {machine.words()})"
     return tuple(t / curve[0] for t in curve), where
 
 
