@@ -21,7 +21,7 @@ from .trace import RunTrace, Settings
 from .drafts import draft_forms
 from .errors import ExplorerError
 from .limits import MAX_NEW_TOKENS, MAX_PROMPT_CHARS, MODEL_CACHE_BYTES, MAX_SEED, MAX_SPEC_CHARS, clip
-from .models import LoadedModel, load
+from .models import LoadedModel, load, resolve_device, resolve_dtype
 from .run import Decoding, summarize  # noqa: F401 (summarize: public here since the first release)
 
 METHODS = methods.Summaries()  # name → one line, from the registry (explorer/methods)
@@ -119,7 +119,8 @@ def load_cached(spec, device, dtype) -> LoadedModel:
     with _LOAD_LOCK:
         if not isinstance(spec, str):
             return load(spec, device=device, dtype=dtype)
-        key = (spec.strip(), str(device), str(dtype))
+        dev = resolve_device(device)
+        key = (spec.strip(), str(dev), str(resolve_dtype(dtype, dev)))  # dtype None and its default: one model
         if key in _LOADED:
             _LOADED.move_to_end(key)
             return _LOADED[key]
@@ -138,7 +139,7 @@ def model_bytes(loaded: LoadedModel) -> int:
     """What a cached model costs: its parameters and buffers (tied weights counted once) and the packed
     copies the CPU fast path made of its linears, or the resident memory its load took, whichever is more."""
     tensors = {t.data_ptr(): t for t in [*loaded.model.parameters(), *loaded.model.buffers()]}
-    counted = sum(t.numel() * t.element_size() for t in tensors.values()) + fast.packed_bytes(loaded.model)
+    counted = sum(t.numel() * t.element_size() for t in tensors.values()) + fast.view_bytes(loaded.model)
     return max(counted, _GREW.get(id(loaded), 0))
 
 

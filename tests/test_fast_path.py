@@ -8,7 +8,7 @@ import torch
 import explorer
 from explorer.engine import fast
 from explorer.engine.cache import CachedForward
-from explorer.engine.fast import FusedLlamaLayer, PackedLinear, fast_view
+from explorer.engine.fast import FusedLlamaLayer, KernelLinear, fast_view
 from explorer.engine.forward import fast_decoder, full_forward
 
 pytestmark = pytest.mark.skipif(not fast.enabled(), reason="this torch has no oneDNN linear")
@@ -24,11 +24,11 @@ def test_the_view_packs_and_fuses_and_shares_everything_else(default_model):
     view = fast_view(model)
     assert view is not model and fast_view(model) is view  # made once per process
     assert all(isinstance(layer, FusedLlamaLayer) for layer in view.model.layers)
-    assert isinstance(view.lm_head, PackedLinear)
+    assert isinstance(view.lm_head, KernelLinear)
     assert view.model.embed_tokens.weight is model.model.embed_tokens.weight  # shared, not copied
     assert view.model.norm.weight is model.model.norm.weight
     # the model itself is untouched: HF generate and the trainers still run the stock modules
-    assert not any(isinstance(m, (PackedLinear, FusedLlamaLayer)) for m in model.modules())
+    assert not any(isinstance(m, (KernelLinear, FusedLlamaLayer)) for m in model.modules())
     assert type(model.model.layers[0]).__name__ == "LlamaDecoderLayer" and type(model.lm_head) is torch.nn.Linear
     assert fast_decoder(model) is view.model
 
@@ -90,9 +90,25 @@ def test_the_switch_turns_it_off(monkeypatch):
 
 
 def test_not_applied_where_it_does_not_fit():
-    """bf16 weights (or CUDA) keep the module itself; a packed linear needs float32 on the CPU."""
-    model = explorer.load("tiny-random:7", dtype="bfloat16").model
+    """fp16 weights (or CUDA) keep the module itself: the fast path serves float32 and bfloat16 on the CPU."""
+    model = explorer.load("tiny-random:7", dtype="float16").model
     assert fast_view(model) is model
+
+
+def test_bf16_gets_a_view_on_the_kernels_this_cpu_offers():
+    """bf16 on the CPU: fused layers and the kernels this CPU runs for bf16 (oneDNN's packed bf16 needs
+    AVX-512 or AVX-NE-CONVERT; without them MKL's product only), logits as the model's own bf16 forward's."""
+    from explorer.engine import kernels
+
+    target = explorer.load("tiny-random:7", dtype="bfloat16")
+    view = fast_view(target.model)
+    assert view is not target.model and isinstance(view.model.layers[0], FusedLlamaLayer)
+    choice = fast.kernel_choice(target.model)
+    assert set(choice.kinds) <= set(kernels.available(torch.bfloat16))
+    ids = [3, 1, 4, 1, 5, 9, 2, 6]
+    ours = CachedForward(full_forward(target.model), target.device).logits(ids, 3).float()
+    ref = stock_logits(target.model, ids, 3).float()
+    assert (ours - ref).abs().max() < 0.1 and torch.equal(ours.argmax(-1), ref.argmax(-1))
 
 
 def test_a_view_goes_with_its_model():

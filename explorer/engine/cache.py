@@ -29,34 +29,61 @@ class GrowingLayer(DynamicLayer):
     CPU at a 128-token context, growing with the context. Here appending T positions copies T positions;
     the buffer doubles when full. Cropping (``DynamicLayer.crop``) and BiTA's compaction keep prefix
     views of the same buffer, so they need no change; anything else assigned to ``keys`` / ``values``
-    is copied into a fresh buffer on the next update.
+    is copied into a fresh buffer on the next update. The compiled layer (``engine.compiled``) writes into
+    the buffers itself: ``reserve`` makes room, ``advance`` extends the views over what it wrote.
 
-    Shape legend: B batch, G key/value heads, S cached positions, T new positions, D head size.
+    Shape legend: B batch, G key/value heads, S cached positions, T new positions, C capacity, D head size.
     """
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
-        if not self.is_initialized:
-            self.lazy_initialization(key_states, value_states)
-        self.keys, self._key_buffer = _append(self.keys, getattr(self, "_key_buffer", None), key_states)
-        self.values, self._value_buffer = _append(self.values, getattr(self, "_value_buffer", None), value_states)
+        t = key_states.shape[-2]
+        keys, values, s = self.reserve(key_states, t)
+        keys[:, :, s:s + t] = key_states
+        values[:, :, s:s + t] = value_states
+        self.advance(t)
         return self.keys, self.values
 
+    def reserve(self, like: torch.Tensor, t: int) -> tuple[torch.Tensor, torch.Tensor, int]:
+        """Buffers (B, G, C, D) whose first S positions hold this layer's keys and values, with room for
+        ``t`` more, and S. ``like`` (B, G, ·, D) gives the shape, dtype and device of a new buffer."""
+        if not self.is_initialized:
+            self.lazy_initialization(like, like)
+        keys, buffer = self.keys, getattr(self, "_key_buffer", None)
+        if buffer is not None and keys.dim() == 4 and keys.shape[-2] + t <= buffer.shape[-2] \
+                and keys.data_ptr() == buffer.data_ptr() and self.values.data_ptr() == self._value_buffer.data_ptr() \
+                and keys.stride() == buffer.stride() and self.values.stride() == buffer.stride():
+            return buffer, self._value_buffer, keys.shape[-2]  # the usual case: both are prefixes with room
+        self.keys, self._key_buffer = _room(keys, buffer, like, t)
+        self.values, self._value_buffer = _room(self.values, getattr(self, "_value_buffer", None), like, t)
+        return self._key_buffer, self._value_buffer, self.keys.shape[-2]
 
-def _append(view: torch.Tensor, buffer: torch.Tensor | None, new: torch.Tensor):
-    """``view`` (B, G, S, D) followed by ``new`` (B, G, T, D), as a prefix view of ``buffer`` (made or
-    grown when ``view`` is not a prefix of it or it has no room)."""
+    def advance(self, t: int) -> None:
+        """The ``t`` positions after the held ones in the reserved buffers are now held too."""
+        s = self.keys.shape[-2] + t
+        self.keys, self.values = self._key_buffer[:, :, :s], self._value_buffer[:, :, :s]
+
+
+def _room(view: torch.Tensor, buffer: torch.Tensor | None, like: torch.Tensor, t: int):
+    """``view`` (B, G, S, D) as a prefix view of a buffer with room for ``t`` more positions: ``buffer``
+    itself when ``view`` is its prefix and it has the room, else a new one (twice what is needed)."""
     s = view.shape[-2] if view.dim() == 4 else 0
-    t = new.shape[-2]
     fits = (buffer is not None and s + t <= buffer.shape[-2] and view.dim() == 4
             and view.data_ptr() == buffer.data_ptr() and view.stride() == buffer.stride())
     if not fits:
-        b, g, _, d = new.shape
-        grown = new.new_empty(b, g, max(2 * (s + t), 64), d)  # (B, G, capacity, D)
+        b, g, _, d = like.shape
+        grown = like.new_empty(b, g, max(2 * (s + t), 64), d)  # (B, G, C, D)
         if s:
             grown[:, :, :s] = view
         buffer = grown
-    buffer[:, :, s:s + t] = new
-    return buffer[:, :, :s + t], buffer
+    return buffer[:, :, :s], buffer
+
+
+def cache_layer(cache: DynamicCache, index: int):
+    """Layer ``index`` of ``cache``, made as ``cache.update`` would make it when it is not there yet."""
+    if cache.layer_class_to_replicate is not None:
+        while len(cache.layers) <= index:
+            cache.layers.append(cache.layer_class_to_replicate())
+    return cache.layers[index] if index < len(cache.layers) else None
 
 
 def new_cache() -> DynamicCache:

@@ -34,7 +34,7 @@ import torch
 from ...drafts import DraftKind, register_kind
 from ...engine.cache import CachedForward, common_prefix, crop_cache, new_cache
 from ...engine.drafters import NO_PROPOSAL, Drafter, Proposal
-from ...engine.fast import PackedLinear, fast_view, packable
+from ...engine.fast import fast_linear, fast_view
 from ...engine.forward import fast_decoder, lm_head, run_layers
 from ...engine.sampling import choose, distribution
 from ...errors import ExplorerError
@@ -74,14 +74,13 @@ class FeatureHeadDrafter(Drafter):
     def __init__(self, spec: str, head: FeatureHead, target):
         self.spec = spec
         self.head = head
-        self.view = fast_view(head)
+        self.view = fast_view(head, like=target.model)
         self.verifier = FeatureVerifier(target.model, target.device)
         self.base = self.verifier.base
         self.vocab_size = int(target.model.get_output_embeddings().weight.shape[0])
         weight = target.model.get_output_embeddings().weight
         rows = weight if head.vocab is None else weight[head.vocab].detach().clone()  # (V', H)
-        self.rows = lm_head(target.model) if head.vocab is None else \
-            PackedLinear(rows) if packable(rows) else (lambda x: x @ rows.T)
+        self.rows = lm_head(target.model) if head.vocab is None else fast_linear(rows, target.model)
         self.cache = new_cache()
         self.ids: list[int] = []  # x_0 … x_{len}: the tokens the head's cached positions read
         self.cached = 0  # head positions computed from true features

@@ -27,7 +27,7 @@ import torch
 from transformers import DynamicCache
 
 from ...engine.cache import common_prefix, new_cache
-from ...engine.fast import PackedLinear, fast_view, packable
+from ...engine.fast import fast_linear, fast_view
 from ...engine.forward import fast_decoder, lm_head, run_layers
 
 if TYPE_CHECKING:  # the exit head's type (exits.py)
@@ -57,8 +57,8 @@ class SelfSpeculation:
         # the draft's head rows as a function (H,) -> (V',): a copy of the scored rows, so a step multiplies
         # (V', H) and not (V, H), packed like every linear on the CPU fast path
         rows = None if head.vocab is None else self.lm_head.weight[head.vocab].detach().clone()
-        self.draft_rows = None if rows is None else PackedLinear(rows) if packable(rows) else (lambda x: x @ rows.T)
-        self.exit_layers = [fast_view(layer) for layer in head.layers]
+        self.draft_rows = None if rows is None else fast_linear(rows, model)
+        self.exit_layers = [fast_view(layer, like=model) for layer in head.layers]
         self.vocab_size = self.lm_head.weight.shape[0]
         self.cache = new_cache()
         self.exit_cache = new_cache()
