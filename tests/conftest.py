@@ -104,6 +104,7 @@ SLOW = {
     "test_bench.py::test_bench_rows",
     "test_bild.py::test_sweep_trades_quality_for_cost_in_the_papers_direction",
     "test_lossless.py::test_sampled_tokens_follow_the_target_distribution",
+    "test_compiled.py::test_without_a_compiler_decoding_runs_eagerly_and_says_why",
 }
 
 

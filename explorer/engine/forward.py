@@ -14,7 +14,7 @@ import torch
 from transformers import DynamicCache
 
 from ..errors import ExplorerError
-from .fast import fast_view
+from .fast import fast_view, run_compiled
 
 
 def full_forward(model: torch.nn.Module):
@@ -56,6 +56,9 @@ def run_layers(base, layers, hidden: torch.Tensor, past: int, cache: DynamicCach
     position_ids = torch.arange(past, past + t, device=hidden.device)[None]  # (1, T)
     mask = causal_mask(past, t, hidden.dtype, hidden.device)
     rotary = base.rotary_emb(hidden, position_ids=position_ids)
+    out = run_compiled(layers, hidden, past, mask, rotary, cache)
+    if out is not None:
+        return out
     for layer in layers:
         hidden = layer(hidden, attention_mask=mask, position_embeddings=rotary, position_ids=position_ids,
                        past_key_values=cache, use_cache=True)
