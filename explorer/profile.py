@@ -1,11 +1,16 @@
-"""What a target forward costs on this machine: T(n) for the model's own forward against the fast path,
-and where one forward's time goes (``python -m explorer profile``).
+"""What a target forward costs on this machine: T(n) for the model's own forward, the fast path run eagerly
+and the fast path with its compiled layer, the kernels chosen and why, and where one forward's time goes
+(``python -m explorer profile``).
 
 Leviathan et al.'s Theorem 3.8 prices a verification of γ + 1 tokens like one target step; on a CPU
 that holds only as far as T(γ + 1)/T(1) ≈ 1. This measures T(n) the way ``engine.costs`` does (a
 ``CachedForward`` cut back to a fixed context before each call, the sizes interleaved so a slow spell of
-the machine hits them all alike, medians), for both forwards side by side in one process, and splits
-one forward of the fast path into matmuls, attention, elementwise work and the rest (``torch.profiler``).
+the machine hits them all alike, medians), for every forward side by side in one process.
+
+The split of one forward: the kernels' own time comes from ``torch.profiler`` (the compiled layer's fused
+kernels report themselves too), the forward's wall time from a run without the profiler (which slows every
+call it records); what is left of the wall time is Python, dispatch and allocation — the share the
+compiled layer exists to remove.
 """
 
 from __future__ import annotations
@@ -15,18 +20,19 @@ import time
 
 import torch
 
+from . import machine
+from .engine import compiled, fast
 from .engine.cache import CachedForward
 from .engine.forward import full_forward
 
-# torch.profiler op names by part of a decoder forward
-PARTS = {
-    "linear layers (matmuls)": ("mkldnn::_linear_pointwise", "aten::addmm", "aten::mm", "aten::linear",
-                                "aten::matmul", "aten::bmm"),
-    "attention (SDPA)": ("aten::_scaled_dot_product_flash_attention_for_cpu", "aten::_scaled_dot_product_attention_math"),
-    "norms, rotary, SiLU, residual adds, KV-cache writes": (
-        "aten::mul", "aten::add", "aten::pow", "aten::mean", "aten::rsqrt", "aten::silu", "aten::neg", "aten::cat",
-        "aten::_to_copy", "aten::copy_", "aten::cos", "aten::sin", "aten::rms_norm", "aten::_fused_rms_norm"),
-}
+# torch.profiler event names by part of a decoder forward; compiled kernels are "graph_<n>_cpp_fused_<ops>"
+PRODUCTS = ("mkldnn::_linear_pointwise", "aten::addmm", "aten::mm", "aten::addmv", "aten::mv")
+ATTENTION = ("aten::bmm", "aten::_scaled_dot_product_flash_attention_for_cpu",
+             "aten::_scaled_dot_product_attention_math", "aten::_safe_softmax", "aten::_softmax")
+ELEMENTWISE = ("aten::mul", "aten::add", "aten::pow", "aten::mean", "aten::rsqrt", "aten::silu", "aten::neg",
+               "aten::cat", "aten::_to_copy", "aten::copy_", "aten::cos", "aten::sin", "aten::rms_norm",
+               "aten::_fused_rms_norm", "aten::index_copy_", "aten::embedding", "aten::index_select")
+PARTS = ("matrix products (linear layers)", "attention", "norms, rotary, SiLU, residual adds, KV-cache writes")
 
 
 def own_forward(model: torch.nn.Module):
@@ -40,66 +46,120 @@ def _ids(target, count: int) -> list[int]:
     return [i % max(2, target.vocab_size - 1) + 1 for i in range(count)]
 
 
+def _is_compiled(target) -> bool:
+    view = fast.fast_view(target.model)
+    return any(getattr(m, "_steps", (None,))[0] is not None for m in view.modules())
+
+
+def forwards(target) -> dict[str, tuple]:
+    """The forwards to compare: (runner, context manager) by name."""
+    import contextlib
+
+    out = {"model's own forward": (CachedForward(own_forward(target.model), target.device), contextlib.nullcontext)}
+    if fast.fast_view(target.model) is not target.model:
+        out["fast path, eager"] = (CachedForward(full_forward(target.model), target.device), compiled.eager)
+        if _is_compiled(target):
+            out["fast path, compiled"] = (CachedForward(full_forward(target.model), target.device), contextlib.nullcontext)
+    return out
+
+
 def verify_costs(target, sizes=(1, 2, 3, 4, 5, 8, 16), context: int = 128, repeats: int = 15) -> dict[str, dict[int, float]]:
-    """Median seconds of one forward of n new tokens after ``context`` cached ones, per forward kind."""
+    """Median seconds of one forward of n new tokens after ``context`` cached ones, per forward."""
     ids = _ids(target, context + max(sizes))
-    runners = {"model's own forward": CachedForward(own_forward(target.model), target.device),
-               "fast path": CachedForward(full_forward(target.model), target.device)}
+    runners = forwards(target)
     sync = torch.cuda.synchronize if target.device.type == "cuda" else (lambda: None)
     times = {(name, n): [] for name in runners for n in sizes}
-    for runner in runners.values():
-        runner.logits(ids[:context], 1)
+    for runner, mode in runners.values():
+        with mode():
+            runner.logits(ids[:context], 1)
     for rep in range(repeats + 1):  # the first pass is a warm-up
         for n in sizes:
-            for name, runner in runners.items():
-                runner.truncate(context)
-                sync()
-                start = time.perf_counter()
-                runner.logits(ids[: context + n], n)
-                sync()
+            for name, (runner, mode) in runners.items():
+                with mode():
+                    runner.truncate(context)
+                    sync()
+                    start = time.perf_counter()
+                    runner.logits(ids[: context + n], n)
+                    sync()
                 if rep:
                     times[(name, n)].append(time.perf_counter() - start)
     return {name: {n: statistics.median(times[(name, n)]) for n in sizes} for name in runners}
 
 
+def _part(name: str) -> str | None:
+    if name.startswith("aoti_torch_cpu_"):  # an op the compiled layer's C++ glue calls: aoti_torch_cpu_bmm_out
+        name = "aten::" + name[len("aoti_torch_cpu_"):].removesuffix("_out")
+    if name in PRODUCTS:
+        return PARTS[0]
+    if name in ATTENTION or ("cpp_fused" in name and ("softmax" in name or "bmm" in name)):
+        return PARTS[1]
+    if name in ELEMENTWISE or "cpp_fused" in name:
+        return PARTS[2]
+    return None
+
+
 def breakdown(target, n: int = 1, context: int = 128, repeats: int = 20) -> dict[str, float]:
-    """Milliseconds per fast-path forward of ``n`` tokens by part (PARTS), the rest as Python and
-    dispatch, and the profiled wall time (the profiler itself adds a little)."""
+    """Milliseconds per fast-path forward of ``n`` tokens (compiled where it is) by part (``PARTS``), from
+    the kernels' own times under the profiler; the rest of the wall time measured without the profiler
+    as Python, dispatch and allocation; and that wall time. Profiled and unprofiled blocks alternate, so a
+    slow spell of the machine lands on both rather than in "the rest"."""
     from torch.profiler import ProfilerActivity, profile
 
     ids = _ids(target, context + n)
     runner = CachedForward(full_forward(target.model), target.device)
     runner.logits(ids[:context], 1)
-    for _ in range(3):
-        runner.truncate(context)
-        runner.logits(ids, n)
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        start = time.perf_counter()
-        for _ in range(repeats):
+    walls, parts, profiled = [], dict.fromkeys(PARTS, 0.0), 0
+    block = max(1, repeats // 4)
+    for rep in range(4):
+        for i in range(block + (2 if rep == 0 else 0)):  # two warm-up forwards first
             runner.truncate(context)
+            start = time.perf_counter()
             runner.logits(ids, n)
-        wall = (time.perf_counter() - start) / repeats * 1e3
-    events = prof.key_averages()
-    parts = {part: sum(e.self_cpu_time_total for e in events if e.key in names) / repeats / 1e3
-             for part, names in PARTS.items()}
-    parts["Python, dispatch and small ops (the rest)"] = max(0.0, wall - sum(parts.values()))
+            if rep or i >= 2:
+                walls.append(time.perf_counter() - start)
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            for _ in range(block):
+                runner.truncate(context)
+                runner.logits(ids, n)
+        profiled += block
+        for event in prof.key_averages():
+            part = _part(event.key)
+            if part is not None:
+                parts[part] += event.self_cpu_time_total / 1e3
+    parts = {part: ms / profiled for part, ms in parts.items()}
+    wall = statistics.median(walls) * 1e3
+    parts["Python, dispatch and allocation (the rest)"] = max(0.0, wall - sum(parts.values()))
     return {**parts, "wall": wall}
 
 
 def report(target, sizes=(1, 2, 3, 4, 5, 8, 16), context: int = 128, repeats: int = 15) -> str:
-    """Both measurements as markdown tables."""
+    """The machine, the kernel choice, the compiled layer's state, T(n) per forward and the split of one
+    forward, as markdown."""
+    dtype = str(target.dtype).replace("torch.", "")
+    fast.fast_view(target.model)  # the kernel choice and the compiled layer, made or loaded before timing
+    choice = fast.kernel_choice(target.model)
+    lines = [f"Machine: {machine.words(dtype=dtype)}.",
+             f"Kernels: {choice.words() if choice else 'the model’s own (no fast path here)'}.",
+             "Compiled layer: " + ("; ".join(f"{k}: {v}" for k, v in compiled.status().items()) or
+                                   ("off (EXPLORER_COMPILE=0)" if not compiled.enabled() else
+                                    "not used: layers this small decode eagerly (EXPLORER_COMPILE=1 compiles them)"
+                                    if fast.fast_view(target.model) is not target.model else
+                                    "not used (no fast path for this model, device or dtype)")) + ".",
+             ""]
     costs = verify_costs(target, sizes, context, repeats)
     head = "| forward | " + " | ".join(f"T({n}) ms" for n in sizes) + " | " + \
            " | ".join(f"T({n})/T(1)" for n in sizes[1:]) + " |"
-    lines = [f"{target.name} on {target.device} ({str(target.dtype).replace('torch.', '')}, "
-             f"{torch.get_num_threads()} threads), {context} cached tokens, medians of {repeats}:", "",
-             head, "|---|" + "---|" * (2 * len(sizes) - 1)]
+    lines += [f"{target.name} on {target.device} ({dtype}, {torch.get_num_threads()} threads), {context} cached "
+              f"tokens, medians of {repeats}:", "", head, "|---|" + "---|" * (2 * len(sizes) - 1)]
     for name, row in costs.items():
         lines.append(f"| {name} | " + " | ".join(f"{row[n] * 1e3:.1f}" for n in sizes) + " | "
                      + " | ".join(f"{row[n] / row[sizes[0]]:.2f}" for n in sizes[1:]) + " |")
-    parts = breakdown(target, 1, context)
-    wall = parts.pop("wall")
-    lines += ["", f"Where one fast-path forward of 1 token goes ({wall:.1f} ms under the profiler):", "",
-              "| part | ms | share |", "|---|---|---|"]
-    lines += [f"| {part} | {ms:.1f} | {ms / wall:.0%} |" for part, ms in parts.items()]
+    if target.device.type == "cpu" and fast.fast_view(target.model) is not target.model:
+        parts = breakdown(target, 1, context)
+        wall = parts.pop("wall")
+        kind = "compiled" if _is_compiled(target) and not compiled.paused() else "eager"
+        lines += ["", f"Where one fast-path ({kind}) forward of 1 token goes ({wall:.1f} ms; kernels timed by "
+                  f"torch.profiler, the rest is the wall time without it less theirs):", "",
+                  "| part | ms | share |", "|---|---|---|"]
+        lines += [f"| {part} | {ms:.1f} | {ms / wall:.0%} |" for part, ms in parts.items()]
     return "\n".join(lines)

@@ -95,6 +95,7 @@ def test_profile_prints_t_of_n_for_both_forwards_and_the_parts():
     out = cli("profile", "--model", "tiny-random", "--tokens", "1,2,4", "--repeats", "2")
     assert out.returncode == 0, out.stderr
     rows = {line.split("|")[1].strip(): line for line in out.stdout.splitlines() if line.startswith("| ")}
-    assert "model's own forward" in rows and "fast path" in rows and "linear layers (matmuls)" in rows
+    assert "model's own forward" in rows and "fast path, eager" in rows and "matrix products (linear layers)" in rows
+    assert "Machine: " in out.stdout and "Kernels: " in out.stdout and "Compiled layer: " in out.stdout
     own = [float(x) for x in rows["model's own forward"].strip(" |").split("|")[1:]]
     assert len(own) == 3 + 2 and all(x > 0 for x in own)  # T(1), T(2), T(4) in ms, then two ratios
