@@ -19,7 +19,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from . import methods, theory
+from . import machine, methods, theory
 from .api import load_cached, decode
 from .engine import fast
 from .engine.controllers import DEFAULT_CONTROLLER, DEFAULT_GAMMA
@@ -161,7 +161,7 @@ def _run(model, systems, repeats, max_new_tokens, temperature, gamma, controller
         "model": model, "device": str(target.device), "dtype": str(target.dtype).replace("torch.", ""),
         "prompts": len(ids), "repeats": repeats, "max_new_tokens": max_new_tokens, "temperature": temperature,
         "gamma": gamma, "controller": controller, "torch_threads": torch.get_num_threads(), "quick": quick,
-        "fast_path": fast.enabled(),
+        **fast.speed_record(target.model),
     }}
 
 
@@ -366,4 +366,23 @@ def markdown(report: dict, text: Callable[[object], str] | None = None) -> str:
         if shown:
             lines.append("\n" + shown + {True: "; our decoding on the CPU fast path.",
                                           False: "; CPU fast path off."}.get(m.get("fast_path"), "."))
+        where = machine_words(m)
+        if where:
+            lines.append("\n" + text(where))
     return "\n".join(lines)
+
+
+def machine_words(meta: dict) -> str | None:
+    """The machine a report (its checked ``meta``) was measured on, and how it ran the model, in a sentence;
+    None for a report that does not say (one from before the record)."""
+    record = meta.get("machine")
+    if not isinstance(record, dict):
+        return None
+    said = f"Measured on {machine.words(record)}"
+    kinds = (meta.get("kernels") or {}).get("kinds") if isinstance(meta.get("kernels"), dict) else None
+    if isinstance(kinds, dict) and kinds:
+        said += "; kernels " + ", ".join(f"{bucket.replace('-', '–')} {'row' if bucket == '1' else 'rows'}: {kind}"
+                                         for bucket, kind in kinds.items())
+    if meta.get("compiled"):
+        said += f"; decoder layer {meta['compiled']}"
+    return said + "."

@@ -14,6 +14,7 @@ from typing import Iterator
 
 from . import methods
 from .api import load_cached, stream
+from .engine import fast
 from .bench import System, decode_keywords, parse_system, position_rates
 from .errors import ExplorerError
 from .run import Decoding
@@ -107,11 +108,11 @@ def _race_system(name: str) -> System:
 
 def start(model, prompt: str | None, systems: list[str], *, prompt_ids: list[int] | None = None,
           temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, max_new_tokens: int = 64, seed: int = 0,
-          chat: bool = True) -> list[Lane]:
+          chat: bool = True, dtype: str | None = None) -> list[Lane]:
     """Lanes ready to race: every decode validated and started before the first round, and every system run
     once for a few tokens first (untimed), so that no lane pays for loading its draft or a first call's
-    allocations inside the race."""
-    target = load_cached(model, None, None)
+    allocations inside the race. ``dtype``: the target's (``None``: float32 on the CPU)."""
+    target = load_cached(model, None, dtype)
     lanes = []
     for system in parse_lanes(systems):
         stream(target, None if prompt_ids else prompt, prompt_ids=prompt_ids, max_new_tokens=WARM_UP_TOKENS,
@@ -167,6 +168,6 @@ def race_report(lanes: list[Lane]) -> dict:
             if trace.settings.temperature == 0 else None,
         })
     st = plain.settings
-    return {"rows": rows, "meta": {"source": "race", "model": plain.model, "device": plain.device,
-                                   "dtype": plain.dtype, "prompts": 1, "repeats": 1,
-                                   "max_new_tokens": st.max_new_tokens, "temperature": st.temperature}}
+    meta = {"source": "race", "model": plain.model, "device": plain.device, "dtype": plain.dtype, "prompts": 1,
+            "repeats": 1, "max_new_tokens": st.max_new_tokens, "temperature": st.temperature}
+    return {"rows": rows, "meta": meta | fast.speed_record(lanes[0].decoding.target.model)}

@@ -28,11 +28,17 @@ ROW = Record({
     "predicted_speedup": AMOUNT, "predicted_speedup_verify_cost": AMOUNT, "identical_to_ar": Maybe(BOOL),
     "peak_rss_mb": AMOUNT,
 }, ("system", "tokens_per_s", "speedup_vs_ar"), strict=False, words="an object (one system's row)")
+# the machine a report was measured on (``explorer.machine.describe``) and how it ran the model
+MACHINE = Record({"cpu": NAME, "cores": COUNT, "l2": NAME, "l3": NAME, "torch": NAME, "threads": COUNT,
+                  "units": Maybe(ListOf(text(MAX_NAME_CHARS), 8, "a list of at most 8 names"))},
+                 strict=False, words="an object (the machine)")
+KERNELS = Record({"kinds": Maybe(MapOf(text(16), text(MAX_NAME_CHARS), 8, "an object from row buckets to kernels")),
+                  "how": NAME}, strict=False, words="an object (the kernel choice)")
 META = Record({
     "verify_cost_ratio": Maybe(ListOf(number(0, 1e12), 1024, "a list of at most 1024 cost ratios")), "model": NAME,
     "device": NAME, "dtype": NAME, "prompts": COUNT, "repeats": COUNT, "max_new_tokens": COUNT,
     "temperature": Maybe(number(0, 100)), "gamma": COUNT, "controller": NAME, "torch_threads": COUNT,
-    "fast_path": Maybe(BOOL),
+    "fast_path": Maybe(BOOL), "machine": Maybe(MACHINE), "kernels": Maybe(KERNELS), "compiled": NAME,
 }, strict=False)
 ROWS = ListOf(ROW, MAX_REPORT_ROWS, f"a list of at most {MAX_REPORT_ROWS} rows")
 REPORT = Record({"rows": ROWS, "meta": Maybe(META)}, ("rows",), strict=False, words="an object with rows")

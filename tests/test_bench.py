@@ -30,6 +30,11 @@ def test_bench_rows(default_model):
     assert ratios[0] == 1.0 and ratios == sorted(ratios)
     table = bench.markdown(report)
     assert table.count("\n| ") >= 5 and "× HF generate" in table
+    # the machine it was measured on, and how it ran the model (#26: figures that say their machine)
+    meta = report["meta"]
+    assert meta["machine"]["cpu"] and meta["machine"]["cores"] >= 1 and meta["machine"]["torch"]
+    assert set(meta["kernels"]["kinds"]) == {"1", "2-8", "9-64"} and meta["fast_path"] is True
+    assert f"Measured on {meta['machine']['cpu']}" in table and "kernels 1 row: " in table
 
 
 def test_a_system_may_carry_its_own_gamma():
@@ -53,3 +58,23 @@ def test_a_report_with_part_of_the_meta_says_no_question_marks():
     row = {"system": "speculative:prompt-lookup:3", "tokens_per_s": 10.0, "speedup_vs_ar": 1.2}
     table = bench.markdown({"rows": [row], "meta": {"model": "default", "prompts": 1, "repeats": 1}})
     assert "?" not in table and table.splitlines()[-1] == "default, 1 prompts × 1 repeats."
+
+
+def test_a_reports_machine_is_shown_escaped_and_a_bad_one_refused():
+    """An uploaded report's machine is a stranger's text: shown as text on the page, checked field by field."""
+    import json
+
+    from explorer.reports import load_bench_report
+    from explorer.viz import safe_markdown
+
+    row = {"system": "ar", "tokens_per_s": 10.0, "speedup_vs_ar": 1.0}
+    meta = {"model": "default", "machine": {"cpu": "<img src=x onerror=alert(1)> CPU", "cores": 2, "l3": "32 MB",
+                                            "units": ["AVX2"], "torch": "2.13.0"},
+            "kernels": {"kinds": {"1": "mkl", "2-8": "onednn-8", "9-64": "onednn-8"}, "how": "measured"},
+            "compiled": "compiled, loaded in 2.2 s"}
+    report = load_bench_report(json.dumps({"rows": [row], "meta": meta}))
+    table = bench.markdown(report, text=safe_markdown)
+    assert "<img" not in table and "32 MB" in table and "1 row: mkl" in table and "compiled, loaded" in table
+    for bad in ({"cores": "two"}, {"units": "AVX2"}, {"cpu": "x" * 5000}):
+        with pytest.raises(ExplorerError, match="not a benchmark report"):
+            load_bench_report(json.dumps({"rows": [row], "meta": {"machine": {**meta["machine"], **bad}}}))

@@ -46,6 +46,7 @@ def test_the_race_report_is_a_benchmark_report():
     ours = lanes[1].decoding.trace().summary
     assert rows["speculative:model:tiny-random:2:1"]["tokens_per_s"] == pytest.approx(ours.tokens_per_s)
     assert checked["meta"]["source"] == "race" and checked["meta"]["prompts"] == 1
+    assert checked["meta"]["machine"]["cores"] >= 1 and "kinds" in checked["meta"]["kernels"]
     # acceptance by draft position: accepted ÷ tested at position 1, 2, … of the lane's rounds
     positions = rows["speculative:model:tiny-random:2:1"]["acceptance_by_position"]
     first = [r for r in lanes[1].decoding.rounds if r.drafted]

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import gradio as gr
 
+from explorer import machine
 from explorer.bench import position_rates
 from explorer.errors import ExplorerError
 from explorer.limits import MAX_SPEC_CHARS
@@ -49,7 +50,7 @@ def runs_report(traces: list) -> tuple[dict | None, int]:
         return None, missing
     prompts = len({tuple(t.prompt_ids) for t in traces})
     return {"rows": rows, "meta": {"source": "your runs", "model": traces[-1].model, "prompts": prompts,
-                                   "repeats": 1}}, missing
+                                   "repeats": 1, "dtype": traces[-1].dtype, "machine": machine.describe()}}, missing
 
 
 def _clipped(name: str) -> str:
