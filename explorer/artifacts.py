@@ -20,7 +20,10 @@ ASSETS = Path(__file__).resolve().parent.parent / "assets"
 
 
 def fingerprint(model: torch.nn.Module) -> str:
-    """Architecture + shape + a hash of the first embedding rows: a trained part fits only this model."""
+    """Architecture + shape + a hash of the first embedding rows: a trained part fits only this model. A model
+    loaded in another dtype carries the fingerprint of its float32 weights (``models.load``)."""
+    if isinstance(getattr(model, "explorer_fingerprint", None), str):
+        return model.explorer_fingerprint
     cfg = model.config
     emb = model.get_input_embeddings().weight
     digest = hashlib.sha1(emb[:8].detach().float().cpu().numpy().tobytes()).hexdigest()[:12]

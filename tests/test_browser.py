@@ -289,6 +289,24 @@ def test_stop_keeps_what_was_decoded(page):
     assert "Measuring" not in status(page)  # a stopped run is not compared with a baseline
 
 
+def test_a_bfloat16_run_is_audited_against_bfloat16_plain_decoding(page):
+    """#26: the page's precision reaches the run, its plain-decoding baseline and the audit, and the page says
+    what lossless means in bfloat16 (a tiny model: the point is the wiring, not the speed)."""
+    page.locator("#model input").fill("tiny-random")
+    page.locator("#model input").press("Enter")
+    page.locator("#precision input").click()
+    page.get_by_role("option", name="bfloat16", exact=True).click()
+    page.locator("#prompt textarea").fill("the cat sat on the mat. the cat sat on the mat.")
+    set_number(page, "max-new-tokens", 16)
+    page.click("#run")
+    wait_status(page, "target in bfloat16: lossless here means identical to the bfloat16 model's own plain decoding")
+    trace = download_trace(page)
+    assert trace.dtype == "bfloat16"
+    open_tab(page, "audit")
+    expect(page.locator("#audit")).to_contain_text("plain decoding ran in bfloat16 too", timeout=DECODE_TIMEOUT_MS)
+    expect(page.locator("#audit")).to_contain_text("identical")
+
+
 def test_upload_replays_a_trace_and_a_bad_file_keeps_it(page, tmp_path):
     upload_trace(page, DATA / "trace_sampled_tiny.json")
     wait_status(page, "Replaying an uploaded trace", timeout=30_000)

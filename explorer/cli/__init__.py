@@ -35,6 +35,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_dtype(parser) -> None:
+    """``--dtype``: the target's precision (a lossless run is exact against the target in that dtype)."""
+    parser.add_argument("--dtype", help="float32 | bfloat16 | float16 (default: bf16 on CUDA, fp32 on CPU); a "
+                                        "lossless method then equals plain decoding in that dtype")
+
+
 def _add_method_options(parser) -> None:
     """One flag per method option, from the registry (``explorer/methods``): ``--<keyword>`` with the
     option's help, default, range and paper reference. A flag not given is not passed (the method's own

@@ -6,7 +6,7 @@ import sys
 import time
 
 from ..errors import ExplorerError
-from . import _add_method_options, _plain_text, method_options
+from . import _add_dtype, _add_method_options, _plain_text, method_options
 
 
 def add_parser(sub) -> None:
@@ -17,6 +17,7 @@ def add_parser(sub) -> None:
                                          "sampling audit of the first token against the target's distribution")
     audit.add_argument("--prompt", required=True, help="the prompt text (wrapped in the chat template unless --raw)")
     audit.add_argument("--model", default="default", help="default | hf:ORG/NAME | tiny-random[:SEED[:LAYERS]]")
+    _add_dtype(audit)
     audit.add_argument("--method", choices=list(METHODS), help="default: speculative with --draft")
     audit.add_argument("--draft", help="model:<name> | early-exit:N | prompt-lookup:n")
     audit.add_argument("--gamma", type=int)
@@ -45,14 +46,15 @@ def handle(args) -> int:
     if method not in METHODS:
         raise ExplorerError(f"unknown method {method!r}")
     common = dict(method=method, draft=args.draft, gamma=args.gamma, controller=args.controller, chat=not args.raw,
-                  **method_options(args))
+                  dtype=args.dtype, **method_options(args))
     def say(line: str) -> None:  # progress on stderr: the audit's words alone go to stdout
         print(line, file=sys.stderr, flush=True)
 
     if args.runs and not args.temperature > 0:  # before any work, and before any progress line
         raise ExplorerError("the sampling audit needs a temperature above 0 (greedy runs have the greedy audit)")
     trace = decode(args.model, args.prompt, max_new_tokens=args.max_new_tokens, **common)
-    plain = decode(args.model, args.prompt, method="ar", max_new_tokens=args.max_new_tokens, chat=not args.raw)
+    plain = decode(args.model, args.prompt, method="ar", max_new_tokens=args.max_new_tokens, chat=not args.raw,
+                   dtype=args.dtype)
     print(_plain_text(greedy_audit_text(trace, plain, greedy_audit(trace, plain))), flush=True)
     if args.runs:
         started = time.perf_counter()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from ..errors import ExplorerError
+from . import _add_dtype
 
 
 def add_parser(sub) -> None:
@@ -21,7 +22,7 @@ def add_parser(sub) -> None:
     bench.add_argument("--gamma", type=int, default=DEFAULT_GAMMA)
     bench.add_argument("--controller", default=DEFAULT_CONTROLLER, choices=list(CONTROLLERS))
     bench.add_argument("--device", help="cpu | cuda (default: cuda when present)")
-    bench.add_argument("--dtype", help="float32 | bfloat16 | float16 (default: bf16 on CUDA, fp32 on CPU)")
+    _add_dtype(bench)
     bench.add_argument("--quick", action="store_true", help="one prompt per category, 24 tokens, 1 repeat (under 2 minutes)")
     bench.add_argument("--out", default="bench.json", help="JSON report (default bench.json)")
     bench.add_argument("--markdown", help="also write the markdown table to this file")

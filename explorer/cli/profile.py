@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..errors import ExplorerError
+from . import _add_dtype
 
 
 def add_parser(sub) -> None:
@@ -12,7 +13,7 @@ def add_parser(sub) -> None:
     profile.add_argument("--context", type=int, default=128, help="cached tokens before the measured ones")
     profile.add_argument("--repeats", type=int, default=15)
     profile.add_argument("--device", help="cpu | cuda (default: cuda when present)")
-    profile.add_argument("--dtype", help="float32 | bfloat16 | float16")
+    _add_dtype(profile)
     profile.set_defaults(handler=handle)
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..errors import ExplorerError
-from . import _write_report
+from . import _add_dtype, _write_report
 
 
 def add_parser(sub) -> None:
@@ -15,6 +15,7 @@ def add_parser(sub) -> None:
                         help="a system as bench names it, or bild:<draft> (repeatable, at most 3; default: "
                              "speculative:prompt-lookup:3, eesd, bita)")
     racing.add_argument("--model", default="default")
+    _add_dtype(racing)
     racing.add_argument("--max-new-tokens", type=int, default=64)
     racing.add_argument("--temperature", type=float, default=0.0)
     racing.add_argument("--out", help="write the (last) race's report as JSON, for the page's Compare view")
@@ -43,7 +44,7 @@ def handle(args) -> int:
     report = None
     for name, text in prompts:
         report = race.race_report(race.run(race.start(args.model, text, lanes, temperature=args.temperature,
-                                                      max_new_tokens=args.max_new_tokens)))
+                                                      max_new_tokens=args.max_new_tokens, dtype=args.dtype)))
         cells = []
         for row in report["rows"][1:]:
             ratios.setdefault(row["system"], []).append(row["speedup_vs_ar"])

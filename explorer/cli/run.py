@@ -7,7 +7,7 @@ import os
 import sys
 
 from ..errors import ExplorerError
-from . import _add_method_options, _plain_text, method_options
+from . import _add_dtype, _add_method_options, _plain_text, method_options
 
 
 def add_parser(sub) -> None:
@@ -30,7 +30,7 @@ def add_parser(sub) -> None:
     run.add_argument("--seed", type=int, default=0)
     run.add_argument("--raw", action="store_true", help="use the prompt as it is, without the chat template")
     run.add_argument("--device", help="cpu | cuda (default: cuda when present)")
-    run.add_argument("--dtype", help="float32 | bfloat16 | float16 (default: bf16 on CUDA, fp32 on CPU)")
+    _add_dtype(run)
     run.add_argument("--out", help="write the trace as JSON to this file ('-' prints the JSON instead of the text)")
     run.add_argument("--vs-ar", action="store_true", help="also decode plain (ar) on the same prompt and settings: "
                      "print the speed-up, whether the outputs match, and why the run had its speed")

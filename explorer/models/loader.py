@@ -64,11 +64,14 @@ def load(name, device: str | torch.device | None = None, dtype: str | torch.dtyp
     spec = name.strip()
     dev = resolve_device(device)
     dt = resolve_dtype(dtype, dev)
+    # a checkpoint loads in float32 first and is cast after its fingerprint is taken: the trained drafts
+    # shipped for a model are keyed by its float32 weights (``artifacts.fingerprint``), whatever it runs in
+    weights = torch.float32 if not spec.startswith("tiny-random") else dt
     with quiet_transformers():
         if spec == "default":
-            model, tok = _load_default(dt)
+            model, tok = _load_default(weights)
         elif spec.startswith("hf:"):
-            model, tok = _load_hub(spec[3:], dt)
+            model, tok = _load_hub(spec[3:], weights)
         elif spec == "tiny-random" or spec.startswith("tiny-random:"):
             model, tok = _build_tiny_random(spec, dt)
         else:
@@ -76,6 +79,11 @@ def load(name, device: str | torch.device | None = None, dtype: str | torch.dtyp
                 f"unknown model {spec!r}: use 'default', 'hf:ORG/NAME' (a Hugging Face causal LM) "
                 "or 'tiny-random[:SEED[:LAYERS]]'"
             )
+    if weights != dt:
+        from ..artifacts import fingerprint
+
+        model.explorer_fingerprint = fingerprint(model)
+        model = model.to(dt)
     model = model.to(dev).eval().requires_grad_(False)
     return LoadedModel(spec, model, tok, dev, dt)
 

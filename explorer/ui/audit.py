@@ -19,7 +19,7 @@ from explorer import viz
 from explorer.audit import MAX_AUDIT_RUNS, sampling_audit
 from explorer.viz.audit import sampling_audit_figure, sampling_audit_text
 
-from .inputs import decode_options, whole
+from .inputs import decode_options, precision, whole
 from .jobs import WORK, stopped
 from .page import Page
 from .session import session_id
@@ -64,7 +64,7 @@ def wire_audit(page: Page, section: AuditSection, concurrency_limit: int) -> Non
             options = decode_options(values[page.method], values[page.draft], values[page.gamma],
                                      values[page.controller], values[page.temperature], values[page.top_k],
                                      values[page.top_p], 1, values[page.seed])
-            options |= page.options.keywords(options["method"], values)
+            options |= page.options.keywords(options["method"], values) | {"dtype": precision(values[page.precision])}
             runs = whole("runs", values[section.runs])
             temperature = options.pop("temperature") or AUDIT_TEMPERATURE
             del options["max_new_tokens"]  # the audit decodes two tokens a run

@@ -63,9 +63,11 @@ def machine_speed_ms() -> float:
 
 
 def baseline_key(trace) -> tuple:
-    """What makes two runs comparable: same model, prompt tokens, sampling settings, length and seed."""
+    """What makes two runs comparable: same model in the same dtype, prompt tokens, sampling settings, length
+    and seed."""
     s = trace.settings
-    return (trace.model, tuple(trace.prompt_ids), s.temperature, s.top_k, s.top_p, s.max_new_tokens, s.seed)
+    return (trace.model, trace.dtype, tuple(trace.prompt_ids), s.temperature, s.top_k, s.top_p, s.max_new_tokens,
+            s.seed)
 
 
 def _ago(seconds: float) -> str:
@@ -133,7 +135,7 @@ def baseline_stream(trace) -> explorer.Decoding:
     s = trace.settings
     return explorer.stream(
         trace.model, prompt_ids=list(trace.prompt_ids), method="ar", temperature=s.temperature, top_k=s.top_k,
-        top_p=s.top_p, max_new_tokens=s.max_new_tokens, seed=s.seed, chat=s.chat,
+        top_p=s.top_p, max_new_tokens=s.max_new_tokens, seed=s.seed, chat=s.chat, dtype=trace.dtype,
     )
 
 

@@ -23,7 +23,7 @@ from explorer.limits import MAX_GAMMA, MAX_SESSION_TRACE_BYTES
 from explorer.viz.audit import greedy_audit_text
 
 from .baseline import BASELINES, baseline_stream, machine_speed_ms
-from .inputs import decode_options
+from .inputs import decode_options, precision
 from . import jobs, trace_files
 from .trace_files import write_trace_file
 from .session import RUNS, STOPS, session_id
@@ -62,7 +62,7 @@ class Handlers:
             options = decode_options(values[p.method], values[p.draft], values[p.gamma], values[p.controller],
                                      values[p.temperature], values[p.top_k], values[p.top_p], values[p.max_new_tokens],
                                      values[p.seed])
-            options |= p.options.keywords(options["method"], values)
+            options |= p.options.keywords(options["method"], values) | {"dtype": precision(values[p.precision])}
             prompt = values[p.prompt]
             yield {p.status: f"⏳ Loading {viz.safe_markdown(model)} and encoding the prompt…"}
             decoding = explorer.stream(model, prompt, **options)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import explorer
+from explorer import machine
 from explorer.limits import clip
 
 
@@ -25,6 +26,26 @@ def decode_options(method, draft, gamma, controller, temperature, top_k, top_p, 
         "max_new_tokens": whole("max new tokens", max_new_tokens),
         "seed": whole("seed", seed),
     }
+
+
+PRECISIONS = {"float32": "float32: the reference; lossless runs equal the float32 model's own decoding",
+              "bfloat16": "bfloat16: half the bytes a forward reads; fast on CPUs with AMX"}
+
+
+def precision(value) -> str:
+    """The page's precision as a dtype ``explorer.stream`` takes; anything else refused in one line."""
+    if value not in PRECISIONS:
+        raise explorer.ExplorerError(f"precision must be one of {', '.join(PRECISIONS)}, got {clip(value)}")
+    return value
+
+
+def precision_info() -> str:
+    """What bfloat16 buys on this machine, for the dropdown's hint (its units from ``explorer.machine``)."""
+    units = machine.describe()["units"]
+    fast = "AMX" in units or "AVX-512 bf16" in units
+    here = f"this CPU has {' and '.join(units[:2]) if units else 'no AVX2'}"
+    return ("bfloat16 reads half the bytes; lossless then means equal to the bfloat16 model; "
+            + (f"{here}: bf16 kernels run natively" if fast else f"{here}, no native bf16: expect it slower"))
 
 
 def text(name: str, value) -> str | None:

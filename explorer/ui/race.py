@@ -20,7 +20,7 @@ from explorer import race
 from explorer.viz.race import RACE_CSS, race_html
 
 from .trace_files import race_folder
-from .inputs import decode_options
+from .inputs import decode_options, precision
 from .page import Page
 from . import jobs
 from .jobs import gated
@@ -72,7 +72,8 @@ def wire_race(page: Page, section: RaceSection, compare: CompareView, concurrenc
                                  "lane…</div></div>", section.download: gr.DownloadButton(interactive=False)}
             lanes = race.start(values[page.model], values[page.prompt], [values[d] for d in section.lanes],
                                temperature=options["temperature"], top_k=options["top_k"], top_p=options["top_p"],
-                               max_new_tokens=options["max_new_tokens"], seed=options["seed"])
+                               max_new_tokens=options["max_new_tokens"], seed=options["seed"],
+                               dtype=precision(values[page.precision]))
             shown = 0.0
             for _ in race.steps(lanes):
                 if RACE_STOPS.pending(session) or jobs.stopped(session):
@@ -96,7 +97,7 @@ def wire_race(page: Page, section: RaceSection, compare: CompareView, concurrenc
         if not RACE_STOPS.request(session_id(request)):
             gr.Info("No race is running.")
 
-    section.run.click(gated(run_race), inputs={page.model, page.prompt, page.temperature, page.top_k, page.top_p,
+    section.run.click(gated(run_race), inputs={page.model, page.precision, page.prompt, page.temperature, page.top_k, page.top_p,
                                         page.max_new_tokens, page.seed, *section.lanes},
                       outputs=[section.view, section.download, *compare.outputs()],
                       concurrency_limit=concurrency_limit, concurrency_id="decode", show_progress="hidden",

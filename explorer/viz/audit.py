@@ -25,6 +25,9 @@ def greedy_audit_text(trace, baseline, audit) -> str:
         return ("**Lossless audit.** Appears once plain decoding has run on the same prompt and settings (right "
                 "after this run).")
     kind = "a lossy method, so differences are expected" if lossy else "a lossless method: it must match exactly"
+    dtype = getattr(trace, "dtype", None) or "float32"
+    if dtype != "float32":  # the baseline ran in the run's dtype: lossless is against that model
+        kind += f"; plain decoding ran in {safe_markdown(dtype)} too"
     if audit.diverges_at is None:
         verdict = "✅ identical" if not lossy else "identical (this time)"
         return (f"**Lossless audit.** {verdict}: all {audit.compared} tokens equal plain decoding's "

@@ -41,6 +41,8 @@ def run_summary(trace, baseline=None) -> str:
         plain.append(f"lossy: {token_agreement(output, reference):.0%} token agreement with the target's own output, "
                      f"{where}")
     plain.append(f"stop: {safe_markdown(STOP_REASONS.get(s.stop_reason, s.stop_reason))}")
+    if precision_note(trace):
+        plain.append(precision_note(trace))
     about = draft_line(trace)
     symbols = [f"{s.rounds} rounds"]
     if s.alpha_hat is not None:
@@ -51,6 +53,15 @@ def run_summary(trace, baseline=None) -> str:
         symbols.append(f'<abbr title="{html.escape(PREDICTED)}">predicted</abbr> ×{s.predicted_speedup:.2f}')
     symbols += eesd_metrics(s)
     return " · ".join(plain) + about + f"\n\n<details class='in-symbols'><summary>In symbols</summary>{' · '.join(symbols)}</details>"
+
+
+def precision_note(trace) -> str:
+    """For a target run in another dtype than float32: what lossless means then (empty for float32)."""
+    dtype = getattr(trace, "dtype", None) or "float32"
+    if dtype == "float32":
+        return ""
+    return (f"target in {safe_markdown(dtype)}: lossless here means identical to the {safe_markdown(dtype)} "
+            "model's own plain decoding (what the audit compares with), which can differ from the float32 model's")
 
 
 def draft_line(trace) -> str:
