@@ -94,6 +94,21 @@ def load_prompts(path: Path = PROMPTS_FILE) -> list[dict]:
     return json.loads(path.read_text(encoding="utf-8"))["prompts"]
 
 
+def heldout_prompts(count: int = 10) -> list[dict]:
+    """``count`` of the trainers' held-out prompts (``assets/train_prompts.json``, split "heldout"), one per
+    kind in the bank's order: prompts no draft was trained on and no setting was tuned on, as the shipped
+    prompts' ``{"category", "text"}``."""
+    from .train.data import load_prompt_bank
+
+    picked, seen = [], set()
+    for p in load_prompt_bank("heldout"):
+        kind = p.get("category") or p["id"].rsplit("-", 1)[0]
+        if kind not in seen and len(picked) < count:
+            seen.add(kind)
+            picked.append({"category": kind, "text": p["prompt"]})
+    return picked
+
+
 def run(model: str = "default", systems=DEFAULT_SYSTEMS, repeats: int = 3, max_new_tokens: int = 64,
         temperature: float = 0.0, gamma: int = DEFAULT_GAMMA, controller: str = DEFAULT_CONTROLLER, quick: bool = False,
         prompts: list[dict] | None = None, device: str | None = None, dtype: str | None = None,

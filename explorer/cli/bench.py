@@ -23,6 +23,9 @@ def add_parser(sub) -> None:
     bench.add_argument("--controller", default=DEFAULT_CONTROLLER, choices=list(CONTROLLERS))
     bench.add_argument("--device", help="cpu | cuda (default: cuda when present)")
     _add_dtype(bench)
+    bench.add_argument("--prompts", choices=("shipped", "heldout"), default="shipped",
+                       help="shipped: the 10 prompts the page offers (assets/prompts.json); heldout: 10 of the prompt "
+                            "bank's held-out prompts, one per kind (nothing was trained or tuned on them)")
     bench.add_argument("--quick", action="store_true", help="one prompt per category, 24 tokens, 1 repeat (under 2 minutes)")
     bench.add_argument("--out", default="bench.json", help="JSON report (default bench.json)")
     bench.add_argument("--markdown", help="also write the markdown table to this file")
@@ -36,7 +39,8 @@ def handle(args) -> int:
         raise ExplorerError("--repeats and --max-new-tokens must be at least 1")
     report = bench.run(args.model, tuple(args.systems or bench.DEFAULT_SYSTEMS), repeats=args.repeats,
                        max_new_tokens=args.max_new_tokens, temperature=args.temperature, gamma=args.gamma,
-                       controller=args.controller, quick=args.quick, device=args.device, dtype=args.dtype)
+                       controller=args.controller, quick=args.quick, device=args.device, dtype=args.dtype,
+                       prompts=bench.heldout_prompts() if args.prompts == "heldout" else None)
     table = bench.markdown(report)
     try:
         with open(args.out, "w", encoding="utf-8") as fh:
