@@ -122,3 +122,15 @@ def test_the_machine_record_says_what_changes_between_cpus():
     assert machine.fingerprint("a") != machine.fingerprint("b") and machine.fingerprint("a") == machine.fingerprint("a")
     # a record read back from a report, with fields missing, still reads as words
     assert machine.words({"cpu": "Some CPU"}) == "Some CPU"
+
+
+def test_a_fused_weight_no_kernel_reads_is_freed(monkeypatch):
+    """The fused q/k/v and gate/up weights are copies; where only packed kernels run, the dense copy goes
+    (its storage, not just its view: a forgotten [:0] view kept 278 MB of the default model alive)."""
+    monkeypatch.setenv("EXPLORER_KERNELS", "onednn-8")
+    layer = fast_view(explorer.load("tiny-random:25").model).model.layers[0]
+    for linear in (layer.qkv, layer.gate_up):
+        assert linear.dense.untyped_storage().nbytes() == 0 and set(linear.forms) == {"onednn-8"}
+    monkeypatch.setenv("EXPLORER_KERNELS", "1=mkl,2-8=onednn-8,9-64=onednn-8")
+    layer = fast_view(explorer.load("tiny-random:25").model).model.layers[0]
+    assert layer.qkv.dense.numel() == layer.qkv.in_features * layer.qkv.out_features  # MKL reads it

@@ -28,10 +28,12 @@ Shape legend: R rows (tokens), I input features, O output features.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import hashlib
 import os
 import threading
+import time
 import weakref
 
 import torch
@@ -87,7 +89,7 @@ class KernelLinear(torch.nn.Module):
         for kind in set(self.forms) - wanted:
             del self.forms[kind]
         if self.owned and "mkl" not in wanted:
-            self.dense = self.dense[:0]  # a fused copy no kernel reads any more: its memory goes
+            self.dense = self.dense.new_empty(0, self.in_features)  # a fused copy no kernel reads: its memory goes
         self.kinds = tuple(kinds)
         self._by_bucket = tuple(self._kernel(kind) for kind in kinds)
 
@@ -204,10 +206,13 @@ def _build(module: torch.nn.Module, like: torch.nn.Module | None):
     if measuring and loud:
         kernels.say(f"Choosing this CPU's matrix kernels for a {size / 1e6:.0f} M-weight model once "
                     f"(≤ 10 s; kept in {kernels.cache_path(signature, dtype).parent}) …")
+    started = time.perf_counter()
     view = _shadow(module, {}, offered if measuring else choice.kinds)
     linears = [m for m in view.modules() if isinstance(m, KernelLinear)]
     if measuring:
         choice = kernels.measure(linears, offered, progress=kernels.say if loud else None)
+        # what the choice cost: the weights packed in every candidate layout, then the timing
+        choice = dataclasses.replace(choice, seconds=round(time.perf_counter() - started, 1))
         if loud:
             kernels.say("  " + choice.words())
         kernels.write_cached(signature, dtype, choice)
