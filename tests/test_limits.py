@@ -80,7 +80,7 @@ def test_loaded_models_stay_within_the_byte_budget(monkeypatch):
     assert sum(api.model_bytes(m) for m in api._LOADED.values()) <= 3 * one
     assert kept[-3:] == ["tiny-random:107", "tiny-random:108", "tiny-random:109"]
     again = api.load_cached("tiny-random:108", None, None)  # a hit moves to the end and loads nothing
-    assert again is api._LOADED[("tiny-random:108", "None", "None")] and list(api._LOADED)[-1][0] == "tiny-random:108"
+    assert again is api._LOADED[("tiny-random:108", "cpu", "torch.float32")] and list(api._LOADED)[-1][0] == "tiny-random:108"
 
 
 def test_a_closed_pages_trace_file_goes_and_stale_ones_expire(tmp_path, monkeypatch):
