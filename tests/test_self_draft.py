@@ -2,6 +2,8 @@
 draft's cache gives the target's own logits (fp32, tolerance 1e-4 on logits of scale ~10), greedy
 output equals ``ar``, and no layer runs twice on a position."""
 
+import contextlib
+
 import pytest
 import torch
 from helpers import PREFIX, chi_square_pvalue, exact_two_token_distribution
@@ -59,24 +61,45 @@ def test_draft_logits_after_rollback_equal_a_fresh_draft(default_model):
     assert (a - b).abs().max() < TOL
 
 
-def test_greedy_equals_ar_and_no_layer_runs_twice_on_a_position(default_model):
+@pytest.mark.parametrize("mode", ["eager", "compiled"])
+def test_greedy_equals_ar_and_no_layer_runs_twice_on_a_position(default_model, monkeypatch, mode):
+    """Rows counted where each layer runs: the eager layers' forward (a hook), or the compiled step of each
+    layer's KV cache (``fast._run_step``, one call per layer and forward)."""
+    from explorer.engine import compiled, fast
+
     prompt = "List three uses of copper."
     ar = api.decode(default_model, prompt, max_new_tokens=24)
     layers = fast_decoder(default_model.model).layers  # the layers decoding runs (the model's fast view)
-    seen = {0: 0, len(layers) - 1: 0}
-    hooks = [layers[i].register_forward_hook(lambda m, a, out, i=i: seen.__setitem__(i, seen[i] + out.shape[1]))
-             for i in seen]
+    rows: dict[int, int] = {}
+    if mode == "compiled":
+        if layers[0]._steps[0] is None:
+            pytest.skip(f"no compiled layer on this machine: {compiled.status()}")
+        real = fast._run_step
+
+        def counted(step, layer, kv_like, hidden, *args):
+            rows[id(layer)] = rows.get(id(layer), 0) + hidden.shape[1]
+            return real(step, layer, kv_like, hidden, *args)
+        monkeypatch.setattr(fast, "_run_step", counted)
+        context = contextlib.nullcontext()
+    else:
+        for i, layer in enumerate(layers):
+            monkeypatch.setattr(layer, "_steps", (None,) * len(layer._steps))
+        hooks = [layer.register_forward_hook(lambda m, a, out, i=i: rows.__setitem__(i, rows.get(i, 0) + out.shape[1]))
+                 for i, layer in enumerate(layers)]
+        context = contextlib.nullcontext()
     try:
-        run = api.decode(default_model, prompt, draft="early-exit:4:untrained", gamma=3, max_new_tokens=24)
+        with context:
+            run = api.decode(default_model, prompt, draft="early-exit:4:untrained", gamma=3, max_new_tokens=24)
     finally:
-        for h in hooks:
-            h.remove()
+        if mode == "eager":
+            for h in hooks:
+                h.remove()
     assert run.output_ids == ar.output_ids
     assert sum(len(r.drafted) for r in run.rounds) > 0
     # each round runs the pending token and its drafts once: the prompt, every draft, and one target
-    # token per round after the first — in the first layer (draft side) and the last (target side) alike
+    # token per round after the first — in every layer, the draft's side (the first N) and the target's alike
     once = len(run.prompt_ids) + run.summary.drafted + run.summary.rounds - 1
-    assert seen[0] == once and seen[len(layers) - 1] == once
+    assert sorted(rows.values()) == [once] * len(layers), rows
 
 
 def test_untrained_variant_and_bad_specs(default_model):

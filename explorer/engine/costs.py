@@ -22,6 +22,31 @@ from .forward import full_forward
 _CURVES: "weakref.WeakKeyDictionary[torch.nn.Module, dict[str, tuple[float, ...]]]" = weakref.WeakKeyDictionary()
 
 
+def step_time(target, context: int = 128, repeats: int = 7) -> float:
+    """Seconds of one uncontended one-token target forward: the fastest of ``repeats`` after ``context``
+    cached tokens, once per model and process. What a draft step costing "c target steps" is priced
+    against (the theory lab's synthetic draft): the fastest, not the median, so that another process busy
+    on a core during these few forwards does not inflate every later run's c (a median of 5 once came out
+    three times a quiet forward under the full test suite's load)."""
+    curves = _CURVES.setdefault(target.model, {})
+    key = f"{target.device}:step:{context}"
+    if key not in curves:
+        ids = [i % max(2, target.vocab_size - 1) + 1 for i in range(context + 1)]
+        runner = CachedForward(full_forward(target.model), target.device)
+        runner.logits(ids[:context], 1)
+        sync = torch.cuda.synchronize if target.device.type == "cuda" else (lambda: None)
+        times = []
+        for _ in range(repeats + 1):
+            runner.truncate(context)
+            sync()
+            start = time.perf_counter()
+            runner.logits(ids, 1)
+            sync()
+            times.append(time.perf_counter() - start)
+        curves[key] = (min(times[1:]),)
+    return curves[key][0]
+
+
 def verify_cost_curve(target, max_tokens: int = 17, context: int = 128, repeats: int = 5) -> tuple[float, ...]:
     """Seconds for one target forward of n = 1..max_tokens new tokens after ``context`` cached ones.
 

@@ -24,7 +24,7 @@ from collections import OrderedDict
 import torch
 
 from ..engine.cache import CachedForward
-from ..engine.costs import verify_cost_curve
+from ..engine.costs import step_time
 from ..engine.drafters import NO_PROPOSAL, Drafter, Proposal
 from ..engine.forward import full_forward
 from ..errors import ExplorerError
@@ -105,7 +105,7 @@ def start(request: Request, options: SyntheticOptions):
         raise ExplorerError("the synthetic draft proposes the target's greedy tokens: set temperature 0")
     target, s = request.target, request.settings
     oracle = greedy_output(target, request.prompt_ids, s.max_new_tokens)
-    one_step = verify_cost_curve(target, max_tokens=1)[0]  # T(1), seconds, measured once per model
+    one_step = step_time(target)  # T(1), seconds: an uncontended one, measured once per model
     spec = f"synthetic:α={options.alpha:g}:c={options.cost:g}"
     # seeded by the run's seed and its prompt: one seed over many prompts still draws fresh acceptances
     seed = f"{s.seed}:{','.join(map(str, request.prompt_ids))}"
