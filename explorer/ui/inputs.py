@@ -40,12 +40,12 @@ def precision(value) -> str:
 
 
 def precision_info() -> str:
-    """What bfloat16 buys on this machine, for the dropdown's hint (its units from ``explorer.machine``)."""
+    """The dropdown's hint: whether this CPU runs bf16 natively (its units from ``explorer.machine``); what
+    lossless means in bf16 is said with a run's result."""
     units = machine.describe()["units"]
-    fast = "AMX" in units or "AVX-512 bf16" in units
-    here = f"this CPU has {' and '.join(units[:2]) if units else 'no AVX2'}"
-    return ("bfloat16 reads half the bytes; lossless then means equal to the bfloat16 model; "
-            + (f"{here}: bf16 kernels run natively" if fast else f"{here}, no native bf16: expect it slower"))
+    if "AMX" in units or "AVX-512 bf16" in units:
+        return f"bf16 native here ({units[0]}): fewer bytes, faster"
+    return f"no native bf16 here ({units[0] if units else 'no AVX2'}): verifying several tokens is slow"
 
 
 def text(name: str, value) -> str | None:
