@@ -49,12 +49,15 @@ def causal_mask(past: int, new: int, dtype: torch.dtype, device: torch.device) -
     return torch.triu(mask, diagonal=past + 1)[None, None]
 
 
-def run_layers(base, layers, hidden: torch.Tensor, past: int, cache: DynamicCache) -> torch.Tensor:
+def run_layers(base, layers, hidden: torch.Tensor, past: int, cache: DynamicCache,
+               mask: torch.Tensor | None = None, position_ids: torch.Tensor | None = None) -> torch.Tensor:
     """Decoder ``layers`` of a Llama-style ``base`` over T new positions after ``past`` cached ones, with
-    the causal mask and rotary embeddings of those positions; (1, T, H) in and out."""
+    the causal mask and rotary embeddings of those positions, or the additive ``mask`` (1, 1, T, past + T)
+    and ``position_ids`` (1, T) given (a token tree, ``engine.tree``); (1, T, H) in and out."""
     t = hidden.shape[1]
-    position_ids = torch.arange(past, past + t, device=hidden.device)[None]  # (1, T)
-    mask = causal_mask(past, t, hidden.dtype, hidden.device)
+    if position_ids is None:
+        position_ids = torch.arange(past, past + t, device=hidden.device)[None]  # (1, T)
+        mask = causal_mask(past, t, hidden.dtype, hidden.device)
     rotary = base.rotary_emb(hidden, position_ids=position_ids)
     out = run_compiled(layers, hidden, past, mask, rotary, cache)
     if out is not None:

@@ -39,8 +39,9 @@ from typing import Iterator
 import torch
 
 from ...engine.forward import fast_decoder, lm_head
+from ...engine.tree import TargetRows, compact_cache, walk  # the tree verification every tree draft shares
 from ...engine.rounds import TOP_ALTERNATIVES, Round, run_rounds, top_pairs
-from ...engine.sampling import Rng, SamplingConfig, choose, distribution
+from ...engine.sampling import Rng, SamplingConfig
 from ...trace import RoundTrace, Timing
 from ...errors import ExplorerError
 
@@ -224,83 +225,6 @@ def tree_forward(model: torch.nn.Module, masks: torch.Tensor, cache, tail: list[
     pos = torch.tensor([position_ids(layout, n_cached, len(tail))], dtype=torch.long, device=device)  # (1, R)
     out = base(inputs_embeds=embeds, attention_mask=additive, position_ids=pos, past_key_values=cache, use_cache=True)
     return out.last_hidden_state[0]
-
-
-def compact_cache(cache, keep: int, rows: list[int]) -> None:
-    """Keep the first ``keep`` cached positions followed by the positions ``rows`` (ascending, each
-    >= keep), in place; drop everything else (the rejected nodes and all mask tokens)."""
-    for layer in cache.layers:
-        if not getattr(layer, "is_initialized", True) or layer.keys is None:
-            continue
-        if rows:
-            index = torch.tensor(rows, dtype=torch.long, device=layer.keys.device)
-            layer.keys[:, :, keep:keep + len(rows)] = layer.keys[:, :, index]
-            layer.values[:, :, keep:keep + len(rows)] = layer.values[:, :, index]
-        layer.keys = layer.keys[:, :, : keep + len(rows)]
-        layer.values = layer.values[:, :, : keep + len(rows)]
-
-
-class TargetRows:
-    """The target's distribution after the context (row 0) and after tree node i (row i + 1), computed
-    from the final hidden states in batches: the 49152-row LM head is the largest single matmul of a
-    round, and it is bound by reading its weights, so on the CPU fast path one call costs about the same
-    for 1 row as for 16 (README, "CPU fast path"). A tree of up to ``EAGER_ROWS`` rows is computed in one
-    call before the walk (``all``); a larger one row by row as the walk visits it (at most depth + 1)."""
-
-    EAGER_ROWS = 16
-
-    def __init__(self, head: torch.nn.Module, hidden: torch.Tensor, sampling: SamplingConfig):
-        self.head, self.hidden, self.sampling = head, hidden, sampling  # hidden: (1 + N, H)
-        self._rows: dict[int, torch.Tensor] = {}
-
-    def __len__(self) -> int:
-        return self.hidden.shape[0]
-
-    def __getitem__(self, row: int) -> torch.Tensor:
-        return self.rows([row])[0]
-
-    def rows(self, rows: list[int]) -> torch.Tensor:
-        """(len(rows), V), the missing rows computed in one batch."""
-        missing = sorted({r for r in rows if r not in self._rows})
-        if missing:
-            with torch.inference_mode():
-                probs = distribution(self.head(self.hidden[missing]), self.sampling)  # (len(missing), V)
-            self._rows.update(zip(missing, probs))
-        return torch.stack([self._rows[r] for r in rows])
-
-    def known(self) -> set[int]:
-        return set(self._rows)
-
-    def all_if_small(self, extra: torch.Tensor | None = None) -> torch.Tensor | None:
-        """Every row in one LM-head call when the tree is small (instead of one call per row walked);
-        ``extra`` hidden rows (E, H) ride along in the same call and come back as logits (E, V)."""
-        n_extra = 0 if extra is None else extra.shape[0]
-        if len(self) + n_extra > self.EAGER_ROWS:
-            return None
-        with torch.inference_mode():
-            logits = self.head(self.hidden if extra is None else torch.cat([self.hidden, extra]))  # (N + E, V)
-            self._rows.update(enumerate(distribution(logits[: len(self)], self.sampling)))
-        return None if extra is None else logits[len(self):]
-
-
-def walk(layout: Layout, p, sampling: SamplingConfig, generator) -> tuple[list[int], int]:
-    """The accepted path and the target's own next token. ``p`` (1 + N, V; a tensor or ``TargetRows``):
-    the target's distribution after the context (row 0) and after each node (row i + 1).
-
-    From the context, take the target's token (its argmax, or a draw from its warped distribution); while
-    that token is a child of the current node, move there and take the next one. Greedy, this is the
-    longest path matching the target's greedy continuation. Sampling, every emitted token is a draw from
-    the target's distribution given everything before it — the tree only decides how many of those draws
-    one forward pays for — so the output is distributed exactly as the target's own sampling (lossless
-    in distribution; with the same seed the draws differ from ``ar``'s)."""
-    path, node = [], -1
-    while True:
-        token = choose(p[node + 1], sampling, generator)
-        child = next((c for c in layout.children(node) if layout.tokens[c] == token), None)
-        if child is None:
-            return path, token
-        path.append(child)
-        node = child
 
 
 def bita_rounds(target, tokens, cfg: BitaConfig, sampling: SamplingConfig, prompt_ids: list[int],

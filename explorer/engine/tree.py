@@ -1,0 +1,181 @@
+"""Token trees verified in one target forward: the tree attention every tree-drafting method shares.
+
+A draft that proposes several continuations at once proposes a *tree*: node i holds ``tokens[i]`` and hangs
+under ``parents[i]`` (-1: under the last context token). One forward over [the context not cached yet | the
+nodes] with an attention mask in which each node sees the context, its ancestors and itself, and with each
+node's position id its depth below the last context token, gives at every node the logits sequential decoding
+would compute after that node's path (SpecInfer's tree attention; BiTA's Figure 6 without its mask tokens).
+The walk then follows the target's own token down the tree while it is a child (greedy: the longest matching
+path; sampling: a draw from the target at every node, so the output is distributed exactly as the target's),
+and the accepted nodes' keys and values are moved into place in the cache (``compact_cache``).
+
+Shape legend: C cached context tokens, R new input positions (context tail + nodes), N nodes, H hidden size,
+V vocabulary.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import torch
+
+from .forward import fast_decoder, run_layers
+from .sampling import SamplingConfig, choose, distribution
+
+
+@dataclass(frozen=True)
+class TokenTree:
+    """Node i: ``tokens[i]`` under ``parents[i]`` (-1: a child of the context; parents come before their
+    children), ``depths[i]`` (1 for the children of the context) and ``q[i]``, the draft's estimate that the
+    target reaches it (its score; 1 where the draft has none)."""
+
+    tokens: tuple[int, ...]
+    parents: tuple[int, ...]
+    depths: tuple[int, ...]
+    q: tuple[float, ...]
+
+    @classmethod
+    def build(cls, tokens, parents, q=None) -> "TokenTree":
+        depths: list[int] = []
+        for parent in parents:
+            depths.append(1 if parent < 0 else depths[parent] + 1)
+        return cls(tuple(int(t) for t in tokens), tuple(int(p) for p in parents), tuple(depths),
+                   tuple(float(x) for x in (q if q is not None else [1.0] * len(tokens))))
+
+    @property
+    def n_nodes(self) -> int:
+        return len(self.tokens)
+
+    @cached_property
+    def _children(self) -> dict[int, list[int]]:
+        children: dict[int, list[int]] = {-1: []}
+        for i, parent in enumerate(self.parents):
+            children.setdefault(parent, []).append(i)
+            children.setdefault(i, [])
+        return children
+
+    def children(self, node: int) -> list[int]:
+        return self._children.get(node, [])
+
+    def path_to(self, node: int) -> list[int]:
+        """Node indices from the context down to ``node`` (empty for -1)."""
+        path = []
+        while node >= 0:
+            path.append(node)
+            node = self.parents[node]
+        return path[::-1]
+
+    def visible(self) -> torch.Tensor:
+        """(N, N) bool: node i sees its ancestors and itself."""
+        seen = torch.zeros(self.n_nodes, self.n_nodes, dtype=torch.bool)  # (N, N)
+        for i in range(self.n_nodes):
+            seen[i, self.path_to(i)] = True
+        return seen
+
+
+def tree_mask(tree: TokenTree, n_cached: int, n_tail: int, dtype: torch.dtype) -> torch.Tensor:
+    """Additive (1, 1, R, C + R) mask for one forward over [tail | nodes] after C cached tokens: the tail is
+    causal, every node sees the whole context (cache and tail) and its own ancestors."""
+    r = n_tail + tree.n_nodes
+    allowed = torch.zeros(r, n_cached + r, dtype=torch.bool)  # (R, C + R)
+    allowed[:, :n_cached] = True
+    allowed[:n_tail, n_cached:n_cached + n_tail] = torch.ones(n_tail, n_tail, dtype=torch.bool).tril()
+    allowed[n_tail:, n_cached:n_cached + n_tail] = True
+    allowed[n_tail:, n_cached + n_tail:] = tree.visible()
+    additive = torch.zeros(allowed.shape, dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)
+    return additive[None, None]
+
+
+def tree_forward(model: torch.nn.Module, cache, tail: list[int], tree: TokenTree, n_cached: int) -> torch.Tensor:
+    """One target forward over [tail | nodes] (tail: the context tokens not cached yet, at least the pending
+    one); the final normed hidden states (R, H), the LM head left to the caller (``TargetRows``). Position
+    ids: the tail continues the context, a node sits at its depth below the last context token."""
+    base = fast_decoder(model)
+    device = base.embed_tokens.weight.device
+    ids = torch.tensor([list(tail) + list(tree.tokens)], dtype=torch.long, device=device)  # (1, R)
+    hidden = base.embed_tokens(ids)  # (1, R, H)
+    last = n_cached + len(tail) - 1
+    positions = list(range(n_cached, n_cached + len(tail))) + [last + d for d in tree.depths]
+    position_ids = torch.tensor([positions], dtype=torch.long, device=device)  # (1, R)
+    mask = tree_mask(tree, n_cached, len(tail), hidden.dtype).to(device)
+    hidden = run_layers(base, base.layers, hidden, n_cached, cache, mask=mask, position_ids=position_ids)
+    return base.norm(hidden)[0]  # (R, H)
+
+
+def compact_cache(cache, keep: int, rows: list[int]) -> None:
+    """Keep the first ``keep`` cached positions followed by the positions ``rows`` (ascending, each
+    >= keep), in place; drop everything else (the nodes off the accepted path)."""
+    for layer in cache.layers:
+        if not getattr(layer, "is_initialized", True) or layer.keys is None:
+            continue
+        if rows:
+            index = torch.tensor(rows, dtype=torch.long, device=layer.keys.device)
+            layer.keys[:, :, keep:keep + len(rows)] = layer.keys[:, :, index]
+            layer.values[:, :, keep:keep + len(rows)] = layer.values[:, :, index]
+        layer.keys = layer.keys[:, :, : keep + len(rows)]
+        layer.values = layer.values[:, :, : keep + len(rows)]
+
+
+class TargetRows:
+    """The target's distribution after the context (row 0) and after tree node i (row i + 1), computed
+    from the final hidden states in batches: the LM head is the largest single product of a round, and it
+    is bound by reading its weights, so one call costs about the same for 1 row as for 16. A tree of up to
+    ``EAGER_ROWS`` rows is computed in one call before the walk (``all_if_small``); a larger one row by row
+    as the walk visits it (at most depth + 1)."""
+
+    EAGER_ROWS = 16
+
+    def __init__(self, head: torch.nn.Module, hidden: torch.Tensor, sampling: SamplingConfig):
+        self.head, self.hidden, self.sampling = head, hidden, sampling  # hidden: (1 + N, H)
+        self._rows: dict[int, torch.Tensor] = {}
+
+    def __len__(self) -> int:
+        return self.hidden.shape[0]
+
+    def __getitem__(self, row: int) -> torch.Tensor:
+        return self.rows([row])[0]
+
+    def rows(self, rows: list[int]) -> torch.Tensor:
+        """(len(rows), V), the missing rows computed in one batch."""
+        missing = sorted({r for r in rows if r not in self._rows})
+        if missing:
+            with torch.inference_mode():
+                probs = distribution(self.head(self.hidden[missing]), self.sampling)  # (len(missing), V)
+            self._rows.update(zip(missing, probs))
+        return torch.stack([self._rows[r] for r in rows])
+
+    def known(self) -> set[int]:
+        return set(self._rows)
+
+    def all_if_small(self, extra: torch.Tensor | None = None) -> torch.Tensor | None:
+        """Every row in one LM-head call when the tree is small (instead of one call per row walked);
+        ``extra`` hidden rows (E, H) ride along in the same call and come back as logits (E, V)."""
+        n_extra = 0 if extra is None else extra.shape[0]
+        if len(self) + n_extra > self.EAGER_ROWS:
+            return None
+        with torch.inference_mode():
+            logits = self.head(self.hidden if extra is None else torch.cat([self.hidden, extra]))  # (N + E, V)
+            self._rows.update(enumerate(distribution(logits[: len(self)], self.sampling)))
+        return None if extra is None else logits[len(self):]
+
+
+def walk(tree, p, sampling: SamplingConfig, generator) -> tuple[list[int], int]:
+    """The accepted path and the target's own next token. ``tree``: anything with ``tokens`` and
+    ``children(node)``; ``p`` (1 + N, V; a tensor or ``TargetRows``): the target's distribution after the
+    context (row 0) and after each node (row i + 1).
+
+    From the context, take the target's token (its argmax, or a draw from its warped distribution); while
+    that token is a child of the current node, move there and take the next one. Greedy, this is the
+    longest path matching the target's greedy continuation. Sampling, every emitted token is a draw from
+    the target's distribution given everything before it — the tree only decides how many of those draws
+    one forward pays for — so the output is distributed exactly as the target's own sampling (lossless
+    in distribution; with the same seed the draws differ from ``ar``'s)."""
+    path, node = [], -1
+    while True:
+        token = choose(p[node + 1], sampling, generator)
+        child = next((c for c in tree.children(node) if tree.tokens[c] == token), None)
+        if child is None:
+            return path, token
+        path.append(child)
+        node = child
