@@ -30,7 +30,7 @@ METHODS = methods.Summaries()  # name → one line, from the registry (explorer/
 def stream(model, prompt: str | None = None, *, prompt_ids: list[int] | None = None, method: str | None = None,
            draft=None, gamma: int | None = None, controller: str | None = None, temperature: float = 0.0, top_k: int = 0,
            top_p: float = 1.0, max_new_tokens: int = 64, seed: int = 0, chat: bool = True, device=None, dtype=None,
-           **options) -> Decoding:
+           session: str = "", **options) -> Decoding:
     """Start a run and return it as an iterable ``Decoding`` of rounds.
 
     ``model`` and ``draft`` take a spec string (``default``, ``hf:ORG/NAME``, ``tiny-random:SEED``), a
@@ -44,14 +44,16 @@ def stream(model, prompt: str | None = None, *, prompt_ids: list[int] | None = N
     range, help, paper reference): ``bild`` takes ``fallback_threshold`` (α_FB), ``rollback_threshold``
     (α_RB; ``inf``/None: never roll back) and ``max_small_steps``; ``bita`` takes ``bita_tree``,
     ``bita_masks``, ``bita_top_k`` and ``bita_tokens``. ``python -m explorer run --help`` lists them all.
+    ``session`` names who is decoding: a method that learns from earlier runs (``suffix``) keeps each session's
+    apart (the page passes its visitor's; the CLI and this API share one).
     """
     with _LOAD_LOCK:  # one start at a time: loads, and the drafts a start builds, share process-wide state
         return _start(model, prompt, prompt_ids, method, draft, gamma, controller, temperature, top_k, top_p,
-                      max_new_tokens, seed, chat, device, dtype, options)
+                      max_new_tokens, seed, chat, device, dtype, session, options)
 
 
 def _start(model, prompt, prompt_ids, method, draft, gamma, controller, temperature, top_k, top_p, max_new_tokens,
-           seed, chat, device, dtype, options) -> Decoding:
+           seed, chat, device, dtype, session, options) -> Decoding:
     model, draft = _spec(model, "model"), _spec(draft, "draft")
     chosen = methods.get(method or ("speculative" if draft is not None else "ar"))
     method_options = methods.split_options(chosen, options)  # refused before anything loads
@@ -77,8 +79,10 @@ def _start(model, prompt, prompt_ids, method, draft, gamma, controller, temperat
                         controller=controller, seed=seed, max_new_tokens=max_new_tokens, chat=chat,
                         options=method_options.as_dict() if method_options is not None else {},
                         lossy=chosen.is_lossy(method_options))
+    if not isinstance(session, str) or len(session) > 200:
+        raise ExplorerError("session must be text of at most 200 characters")
     request = methods.Request(target, prompt, ids, cfg, settings, draft if chosen.draft != "none" else None,
-                              lambda spec: load_cached(spec, device, dtype), chosen.round_tokens)
+                              lambda spec: load_cached(spec, device, dtype), chosen.round_tokens, session)
     return chosen.start(request, method_options)
 
 

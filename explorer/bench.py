@@ -139,15 +139,17 @@ def _run(model, systems, repeats, max_new_tokens, temperature, gamma, controller
 
     assistants = {s.name: _hf_assistant_kwargs(target, s) for s in chosen if s.method == "hf-assisted"}
 
-    def once(system: System, prompt_ids: list[int], n: int):
+    def once(system: System, prompt_ids: list[int], n: int, session: str = "bench:warm-up"):
         if system.method == "hf-beam":
             out, seconds = hf_beam_search(target, prompt_ids, dict(system.options)["beam_width"], n)
             return out, seconds, None
         if system.method.startswith("hf-"):
             return _hf_generate(target, prompt_ids, n, temperature, **assistants.get(system.name, {}))
         start = time.perf_counter()
+        # a session per repeat: a method that learns from earlier outputs (suffix) sees the other prompts'
+        # answers of this repeat, never this prompt's own from an earlier repeat or the warm-up
         trace = decode(target, prompt_ids=prompt_ids, temperature=temperature, max_new_tokens=n, seed=0,
-                       **decode_keywords(system))
+                       session=session, **decode_keywords(system))
         return list(trace.output_ids), time.perf_counter() - start, trace
 
     for system in chosen:  # warm-up: first calls pay for allocations and lazy initialisation
@@ -161,7 +163,7 @@ def _run(model, systems, repeats, max_new_tokens, temperature, gamma, controller
         for j, prompt_ids in enumerate(ids):
             for system in chosen[rep % len(chosen):] + chosen[: rep % len(chosen)]:
                 _reset_peak_rss()
-                out = once(system, prompt_ids, max_new_tokens)
+                out = once(system, prompt_ids, max_new_tokens, f"bench:{rep}")
                 peak = _peak_rss_mb()
                 if peak is not None:
                     peak_mb[system.name] = max(peak_mb[system.name] or 0.0, peak)

@@ -138,6 +138,7 @@ class Request:
     draft: Any  # the draft's spec or model object (None where the method takes none)
     load: Callable[[Any], LoadedModel]  # model spec or object -> loaded model (shared, cached)
     round_tokens: Callable[[Any], list[int]] | None = None  # the method record's: ids a round names (its trace)
+    session: str = ""  # who is decoding (the page's session): a method that learns from earlier runs keeps it apart
 
     @property
     def seed(self) -> int:
@@ -307,7 +308,8 @@ def register(method: Method) -> Method:
     return method
 
 
-ORDER = ("ar", "speculative", "eesd", "eagle", "bild", "bita", "lenient", "hierarchical", "beam", "synthetic")  # listed first, in this order; then any others
+# listed first, in this order; then any others
+ORDER = ("ar", "speculative", "eesd", "eagle", "bild", "bita", "suffix", "lenient", "hierarchical", "beam", "synthetic")
 
 
 _discovered = False

@@ -65,7 +65,7 @@ class Handlers:
             options |= p.options.keywords(options["method"], values) | {"dtype": precision(values[p.precision])}
             prompt = values[p.prompt]
             yield {p.status: f"⏳ Loading {viz.safe_markdown(model)} and encoding the prompt…"}
-            decoding = explorer.stream(model, prompt, **options)
+            decoding = explorer.stream(model, prompt, session=session, **options)
             speed = machine_speed_ms()  # the machine's pace now: is a cached baseline still comparable?
             started = time.perf_counter()
             last_text = last_plots = 0.0
@@ -374,12 +374,12 @@ class Handlers:
 
     def api_decode(self, prompt: str, method: str = "speculative", draft: str | None = "early-exit:8",
                    gamma: int = DEFAULT_GAMMA, temperature: float = 0.0, max_new_tokens: int = 64, seed: int = 0,
-                   model: str = "default") -> Iterator[str]:
+                   model: str = "default", request: gr.Request = None) -> Iterator[str]:
         """Decode a prompt with a speculative-decoding method and return its per-round trace as JSON.
 
         Args:
             prompt: the text to continue; it is wrapped in the model's chat template.
-            method: ar, speculative, eesd, eagle, bild, bita, lenient, hierarchical, beam or synthetic.
+            method: ar, speculative, eesd, eagle, bild, bita, suffix, lenient, hierarchical, beam or synthetic.
             draft: the drafter: early-exit:N, feature-head, prompt-lookup:n or model:<name>; ar and bita
                 ignore it.
             gamma: tokens drafted per round, 1 to 64.
@@ -397,7 +397,8 @@ class Handlers:
         try:
             # no controller: the engine's default (fixed γ), except eesd's Thompson sampling from its preset
             options = decode_options(method, draft, gamma, None, temperature, 0, 1.0, max_new_tokens, seed)
-            decoding = explorer.stream(model, prompt, **options)
+            # the caller's session (a suffix run drafts from its own earlier outputs, never another caller's)
+            decoding = explorer.stream(model, prompt, session=session_id(request), **options)
             tokens = searched = 0
             for r in decoding.steps():
                 if r is None:  # a step of work between rounds (beam search): a cancelled job ends here

@@ -73,7 +73,7 @@ def wire_race(page: Page, section: RaceSection, compare: CompareView, concurrenc
             lanes = race.start(values[page.model], values[page.prompt], [values[d] for d in section.lanes],
                                temperature=options["temperature"], top_k=options["top_k"], top_p=options["top_p"],
                                max_new_tokens=options["max_new_tokens"], seed=options["seed"],
-                               dtype=precision(values[page.precision]))
+                               dtype=precision(values[page.precision]), session=session)
             shown = 0.0
             for _ in race.steps(lanes):
                 if RACE_STOPS.pending(session) or jobs.stopped(session):

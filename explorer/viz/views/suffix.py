@@ -1,0 +1,116 @@
+"""SuffixDecoding's views (Oliaro et al., arXiv 2411.04975, sections 3–4): what the context was matched to and
+where, the speculation tree grown from the match with each node's count and frequency-based probability and
+its fate; and, over the run, match length against drafted and accepted nodes."""
+
+from __future__ import annotations
+
+import html
+
+import plotly.graph_objects as go
+
+from ..style import FATE_COLOURS, GREY, OKABE_ITO, base_layout
+from ..text import label
+from . import MethodView, register, register_note
+
+SOURCES = {"answers": "the target's answers shipped with the model", "history": "an earlier run of this session",
+           "request": "this prompt and answer so far"}
+CSS = """
+.sfx-view { font-size: 13px; line-height: 1.45; }
+.sfx-head { margin-bottom: 6px; }
+.sfx-match { font-family: ui-monospace, monospace; background: #f3f4f6; border-radius: 4px; padding: 1px 4px; }
+.sfx-tree ul { list-style: none; margin: 0; padding-left: 18px; border-left: 1px dotted #d1d5db; }
+.sfx-tree > ul { padding-left: 0; border-left: none; }
+.sfx-tree li { margin: 2px 0; white-space: nowrap; }
+.sfx-node { font-family: ui-monospace, monospace; border-radius: 4px; padding: 0 4px; border: 1px solid #d1d5db; }
+.sfx-acc { background: %(acc)s; color: white; border-color: %(acc)s; }
+.sfx-tgt { border: 1px dashed %(tgt)s; color: %(tgt)s; }
+.sfx-stat { color: #4b5563; font-size: 12px; margin-left: 6px; }
+.sfx-scroll { max-height: 360px; overflow: auto; }
+""" % {"acc": FATE_COLOURS["accepted"], "tgt": FATE_COLOURS["target"]}
+
+
+def _is_suffix(trace) -> bool:
+    return trace.method == "suffix" and any(r.tree is not None for r in trace.rounds)
+
+
+def _selected(trace, round_index: int):
+    return trace.rounds[max(0, min(int(round_index), len(trace.rounds) - 1))]
+
+
+def tree_html(trace, round_index: int) -> str:
+    """The selected round: the matched suffix and where it was found, then the speculation tree."""
+    r = _selected(trace, round_index)
+    tree, d = r.tree or {}, r.detail or {}
+    nodes, path = tree.get("nodes", []), tree.get("accepted_path", [])
+    matched = "".join(html.escape(label(trace, t).strip("'")) for t in d.get("matched", []))
+    source = SOURCES.get(d.get("source"), "nothing")
+    if d.get("match_length"):
+        found = f" ({html.escape(str(d['found_in']))})" if d.get("found_in") else ""
+        head = (f"<b>Round {r.index + 1}</b>: the last <b>{d['match_length']}</b> token(s) of the context, "
+                f"<span class='sfx-match'>{matched}</span>, occur {d.get('occurrences', 0):,} time(s) in "
+                f"{html.escape(source)}{found}. What followed them there grew a tree of {len(nodes)} node(s) "
+                f"(expected accepted tokens {d.get('score', 0):.2f}); the target accepted <b>{len(path)}</b>.")
+    else:
+        head = (f"<b>Round {r.index + 1}</b>: no suffix of the context occurs in any corpus: nothing drafted, the "
+                "target decoded one token.")
+    counts = d.get("counts") or []
+    children: dict[int, list[int]] = {}
+    for i, n in enumerate(nodes):
+        children.setdefault(n["parent"], []).append(i)
+    own = r.emitted[len(path)] if len(r.emitted) > len(path) else None
+    on_path = set(path)
+
+    def branch(parent: int) -> str:
+        items = []
+        for i in children.get(parent, []):
+            n = nodes[i]
+            cls = "sfx-node sfx-acc" if i in on_path else "sfx-node"
+            count = f"{counts[i]} occurrence(s), " if i < len(counts) else ""
+            stat = f"{count}probability {n['q']:.2f}" + (f", target p {n['p']:.2f}" if n.get("p") is not None else "")
+            items.append(f"<li><span class='{cls}'>{html.escape(label(trace, n['token']))}</span>"
+                         f"<span class='sfx-stat'>{stat}</span>{branch(i)}</li>")
+        if parent == (path[-1] if path else -1) and own is not None:
+            kind = r.emitted_kind[len(path)] if len(r.emitted_kind) > len(path) else "target"
+            items.append(f"<li><span class='sfx-node sfx-tgt'>{html.escape(label(trace, own))}</span>"
+                         f"<span class='sfx-stat'>the target's own token ({html.escape(kind)})</span></li>")
+        return f"<ul>{''.join(items)}</ul>" if items else ""
+
+    legend = ("<div class='sfx-stat'>Green: accepted; dashed: the target's own token after the accepted path; a "
+              "node's probability is the share of the match's occurrences that continued this way.</div>")
+    return (f"<style>{CSS}</style><div class='sfx-view'><div class='sfx-head'>{head}</div>{legend}"
+            f"<div class='sfx-tree sfx-scroll'>{branch(-1)}</div></div>")
+
+
+def rounds_figure(trace, round_index: int) -> go.Figure:
+    """Per round: the matched suffix's length, the tree's nodes and the accepted ones."""
+    rounds = [r for r in trace.rounds if r.tree is not None]
+    xs = [r.index + 1 for r in rounds]
+    fig = go.Figure()
+    fig.add_trace(go.Bar(x=xs, y=[len(r.tree["nodes"]) for r in rounds], name="tree nodes", marker_color=GREY,
+                         opacity=0.45, hovertemplate="round %{x}<br>%{y} tree nodes<extra></extra>"))
+    fig.add_trace(go.Bar(x=xs, y=[len(r.tree["accepted_path"]) for r in rounds], name="accepted",
+                         marker_color=FATE_COLOURS["accepted"],
+                         hovertemplate="round %{x}<br>%{y} accepted<extra></extra>"))
+    fig.add_trace(go.Scatter(x=xs, y=[(r.detail or {}).get("match_length", 0) for r in rounds],
+                             name="matched suffix (tokens)", mode="lines+markers",
+                             line={"color": OKABE_ITO["orange"], "width": 2},
+                             hovertemplate="round %{x}<br>matched the last %{y} tokens<extra></extra>"))
+    selected = _selected(trace, round_index).index + 1
+    fig.add_vline(x=selected, line={"color": "#111827", "dash": "dot", "width": 1})
+    fig.update_layout(barmode="overlay", xaxis={"title": {"text": "round"}},
+                      yaxis={"title": {"text": "tokens"}, "rangemode": "tozero"})
+    s = trace.summary
+    per = f" · {s.tokens_per_target_forward:.2f} tokens per forward" if s.tokens_per_target_forward else ""
+    return base_layout(fig, f"SuffixDecoding: match length, tree and accepted per round{per}", height=300)
+
+
+register(MethodView(name="suffix-tree", title="SuffixDecoding: the match and its speculation tree", applies=_is_suffix,
+                    render=tree_html, kind="html",
+                    description="The suffix of the context found in earlier outputs or the prompt, where, and the "
+                                "tree of what followed it there, with counts, probabilities and fates."))
+register(MethodView(name="suffix-rounds", title="SuffixDecoding: match length and acceptance per round",
+                    applies=_is_suffix, render=rounds_figure,
+                    description="Matched suffix length, tree nodes and accepted nodes, round by round."))
+register_note("suffix", "SuffixDecoding is lossless: the tree only proposes; every token is the target's own "
+                        "(greedy: identical to autoregressive decoding; sampling: drawn from the target's "
+                        "distribution at every node).")
