@@ -179,3 +179,18 @@ def walk(tree, p, sampling: SamplingConfig, generator) -> tuple[list[int], int]:
             return path, token
         path.append(child)
         node = child
+
+
+def priced_size(probs: list[float], cost: list[float], draft_cost: float = 0.0) -> int:
+    """How many of a tree's nodes to verify, its nodes ordered so that any first n form a tree (a parent
+    before its children) with ``probs[i]`` each one's chance that the target reaches it: the n where a
+    round's expected tokens, 1 + Σ probs[:n] (the target's own token plus the nodes'), per its cost,
+    ``draft_cost`` + T(1 + n)/T(1) (``cost[n]``: this machine's measured verification of 1 + n tokens over one),
+    is highest — Leviathan et al.'s Theorem 3.8 trade-off for a tree."""
+    best, best_n, expected = 1.0 / (draft_cost + cost[0]), 0, 1.0
+    for n, prob in enumerate(probs[: len(cost) - 1], 1):
+        expected += prob
+        if expected / (draft_cost + cost[n]) > best:
+            best, best_n = expected / (draft_cost + cost[n]), n
+    return best_n
+

@@ -309,7 +309,8 @@ def register(method: Method) -> Method:
 
 
 # listed first, in this order; then any others
-ORDER = ("ar", "speculative", "eesd", "eagle", "bild", "bita", "suffix", "lenient", "hierarchical", "beam", "synthetic")
+ORDER = ("ar", "speculative", "eesd", "eagle", "eagle-tree", "bild", "bita", "suffix", "lenient", "hierarchical", "beam",
+         "synthetic")
 
 
 _discovered = False

@@ -20,7 +20,7 @@ from ...engine.costs import verify_cost_curve
 from ...engine.forward import lm_head
 from ...engine.rounds import TOP_ALTERNATIVES, Round, top_pairs
 from ...engine.sampling import SamplingConfig
-from ...engine.tree import TargetRows, TokenTree, compact_cache, tree_forward, walk
+from ...engine.tree import TargetRows, TokenTree, compact_cache, priced_size, tree_forward, walk
 from ...trace import RoundTrace, Timing
 from .corpus import HISTORY, MAX_MATCH, Speculation, answer_index, scan_match, speculate
 
@@ -98,16 +98,10 @@ class SuffixStep:
 
 
 def priced(spec: Speculation, cost: list[float]) -> Speculation:
-    """The first n nodes of ``spec`` (added best first, so any first n form a tree) for the n where the
-    expected tokens of a round, 1 + Σ p_i (the target's own token plus the nodes' probabilities), per its
-    cost T(1 + n)/T(1) is highest: Theorem 3.8's trade-off at zero draft cost, with this machine's T(n)."""
-    best, best_n, expected = 1.0 / cost[0], 0, 1.0
-    for n, prob in enumerate(spec.probs[: len(cost) - 1], 1):
-        expected += prob
-        if expected / cost[n] > best:
-            best, best_n = expected / cost[n], n
-    return Speculation(spec.match, spec.tokens[:best_n], spec.parents[:best_n], spec.probs[:best_n],
-                       spec.counts[:best_n])
+    """The first n nodes of ``spec`` (added best first, so any first n form a tree) for the n that pays best
+    at zero draft cost (``engine.tree.priced_size``)."""
+    n = priced_size(spec.probs, cost)
+    return Speculation(spec.match, spec.tokens[:n], spec.parents[:n], spec.probs[:n], spec.counts[:n])
 
 
 def tree_record(tree: TokenTree, spec: Speculation, path: list[int], p: TargetRows, n_tail: int) -> dict:

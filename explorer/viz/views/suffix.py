@@ -10,23 +10,11 @@ import plotly.graph_objects as go
 
 from ..style import FATE_COLOURS, GREY, OKABE_ITO, base_layout
 from ..text import label
+from ..tree_list import nested_tree_html
 from . import MethodView, register, register_note
 
 SOURCES = {"answers": "the target's answers shipped with the model", "history": "an earlier run of this session",
            "request": "this prompt and answer so far"}
-CSS = """
-.sfx-view { font-size: 13px; line-height: 1.45; }
-.sfx-head { margin-bottom: 6px; }
-.sfx-match { font-family: ui-monospace, monospace; background: #f3f4f6; border-radius: 4px; padding: 1px 4px; }
-.sfx-tree ul { list-style: none; margin: 0; padding-left: 18px; border-left: 1px dotted #d1d5db; }
-.sfx-tree > ul { padding-left: 0; border-left: none; }
-.sfx-tree li { margin: 2px 0; white-space: nowrap; }
-.sfx-node { font-family: ui-monospace, monospace; border-radius: 4px; padding: 0 4px; border: 1px solid #d1d5db; }
-.sfx-acc { background: %(acc)s; color: white; border-color: %(acc)s; }
-.sfx-tgt { border: 1px dashed %(tgt)s; color: %(tgt)s; }
-.sfx-stat { color: #4b5563; font-size: 12px; margin-left: 6px; }
-.sfx-scroll { max-height: 360px; overflow: auto; }
-""" % {"acc": FATE_COLOURS["accepted"], "tgt": FATE_COLOURS["target"]}
 
 
 def _is_suffix(trace) -> bool:
@@ -47,38 +35,21 @@ def tree_html(trace, round_index: int) -> str:
     if d.get("match_length"):
         found = f" ({html.escape(str(d['found_in']))})" if d.get("found_in") else ""
         head = (f"<b>Round {r.index + 1}</b>: the last <b>{d['match_length']}</b> token(s) of the context, "
-                f"<span class='sfx-match'>{matched}</span>, occur {d.get('occurrences', 0):,} time(s) in "
+                f"<span class='tl-match'>{matched}</span>, occur {d.get('occurrences', 0):,} time(s) in "
                 f"{html.escape(source)}{found}. What followed them there grew a tree of {len(nodes)} node(s) "
                 f"(expected accepted tokens {d.get('score', 0):.2f}); the target accepted <b>{len(path)}</b>.")
     else:
         head = (f"<b>Round {r.index + 1}</b>: no suffix of the context occurs in any corpus: nothing drafted, the "
                 "target decoded one token.")
     counts = d.get("counts") or []
-    children: dict[int, list[int]] = {}
-    for i, n in enumerate(nodes):
-        children.setdefault(n["parent"], []).append(i)
-    own = r.emitted[len(path)] if len(r.emitted) > len(path) else None
-    on_path = set(path)
 
-    def branch(parent: int) -> str:
-        items = []
-        for i in children.get(parent, []):
-            n = nodes[i]
-            cls = "sfx-node sfx-acc" if i in on_path else "sfx-node"
-            count = f"{counts[i]} occurrence(s), " if i < len(counts) else ""
-            stat = f"{count}probability {n['q']:.2f}" + (f", target p {n['p']:.2f}" if n.get("p") is not None else "")
-            items.append(f"<li><span class='{cls}'>{html.escape(label(trace, n['token']))}</span>"
-                         f"<span class='sfx-stat'>{stat}</span>{branch(i)}</li>")
-        if parent == (path[-1] if path else -1) and own is not None:
-            kind = r.emitted_kind[len(path)] if len(r.emitted_kind) > len(path) else "target"
-            items.append(f"<li><span class='sfx-node sfx-tgt'>{html.escape(label(trace, own))}</span>"
-                         f"<span class='sfx-stat'>the target's own token ({html.escape(kind)})</span></li>")
-        return f"<ul>{''.join(items)}</ul>" if items else ""
+    def stat(i: int, node: dict) -> str:
+        count = f"{counts[i]} occurrence(s), " if i < len(counts) else ""
+        return f"{count}probability {node['q']:.2f}" + (f", target p {node['p']:.2f}" if node.get("p") is not None else "")
 
-    legend = ("<div class='sfx-stat'>Green: accepted; dashed: the target's own token after the accepted path; a "
+    legend = ("<div class='tl-stat'>Green: accepted; dashed: the target's own token after the accepted path; a "
               "node's probability is the share of the match's occurrences that continued this way.</div>")
-    return (f"<style>{CSS}</style><div class='sfx-view'><div class='sfx-head'>{head}</div>{legend}"
-            f"<div class='sfx-tree sfx-scroll'>{branch(-1)}</div></div>")
+    return f"<div class='tl-view'><div class='tl-head'>{head}</div>{legend}{nested_tree_html(trace, r, stat)}</div>"
 
 
 def rounds_figure(trace, round_index: int) -> go.Figure:
