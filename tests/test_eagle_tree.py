@@ -15,6 +15,8 @@ from explorer.methods import parse_system
 from explorer.methods.eagle_tree.step import Candidates
 from explorer.viz.views.eagle_tree import rounds_figure, tree_html
 
+RUNS = 800  # seeded runs per χ² test (each a decode of 2–3 tokens)
+
 
 def test_the_rerank_keeps_the_best_valued_nodes_parents_first():
     made = Candidates()
@@ -45,7 +47,7 @@ def test_greedy_eagle_tree_equals_ar_on_a_tiny_model(seed):
 def test_sampled_eagle_tree_tokens_follow_the_target(tiny_target, cfg):
     p0, p1 = exact_two_token_distribution(tiny_target, cfg)
     counts, accepted = np.zeros((2, p0.shape[0])), 0
-    for seed in range(1500):
+    for seed in range(RUNS):
         t = explorer.decode(tiny_target, prompt_ids=PREFIX, method="eagle-tree", eagle_head="untrained",
                             eagle_size="paper", max_new_tokens=3, temperature=cfg.temperature, top_k=cfg.top_k,
                             seed=seed)

@@ -306,8 +306,8 @@ def repeated(trace, rounds: int):
 def largest(traces):
     """Traces of MAX_TRACE_ROUNDS rounds for every method view: all drafts accepted at γ = 8 under
     calibrated TS (about 9 tokens a round, near the token cap), dynamic γ, lenience, the theory lab, a
-    hierarchical draft, beam search at the widest k and γ, a feature head, a heuristic controller, BiLD,
-    BiTA."""
+    hierarchical draft, beam search at the widest k and γ, a feature head, SuffixDecoding, EAGLE-2's tree, a
+    heuristic controller, BiLD, BiTA."""
     every_accepted = explorer.decode("tiny-random:1", "hello there", method="speculative", draft="model:tiny-random:1",
                                      gamma=8, controller="cali-ts", max_new_tokens=64, seed=1)
     dynamic = explorer.decode("tiny-random:1", "hello there", method="speculative", draft="model:tiny-random:2",
@@ -322,8 +322,12 @@ def largest(traces):
                            gamma=16, max_new_tokens=64)
     feature_head = explorer.decode("tiny-random:1", "hello there", draft="feature-head:untrained", gamma=8,
                                    max_new_tokens=64, seed=1)
-    small = [every_accepted, dynamic, lenient, synthetic, hierarchical, beam, feature_head] + [explorer.load_trace(json.dumps(traces[name]))
-                                         for name in ("heuristic", "bild", "bita")]
+    suffix = explorer.decode("tiny-random:1", "hello there hello there hello", method="suffix", max_new_tokens=64,
+                             session="largest")
+    eagle_tree = explorer.decode("tiny-random:1", "hello there", method="eagle-tree", eagle_head="untrained",
+                                 eagle_size="paper", eagle_tokens=8, eagle_top_k=3, eagle_depth=4, max_new_tokens=64)
+    small = [every_accepted, dynamic, lenient, synthetic, hierarchical, beam, feature_head, suffix, eagle_tree] + [
+        explorer.load_trace(json.dumps(traces[name])) for name in ("heuristic", "bild", "bita")]
     return [repeated(t, limits.MAX_TRACE_ROUNDS) for t in small]
 
 

@@ -26,10 +26,10 @@ class EagleTreeOptions(Options):
     prefix = "eagle_"
     title = "EAGLE-2: the dynamic draft tree"
     top_k: int = option(2, "k: nodes expanded per depth, and children each expanded node proposes (the paper: 10 on "
-                           "a 7B model; on this CPU 2 was fastest of 1–4)", low=1, high=10,
+                           "a 7B model; 2 to 3 were fastest on this CPU)", low=1, high=10,
                         paper="EAGLE-2 4.2", symbol="k", label="k: top-k per depth", slider=(1, 8, 1))
     depth: int = option(2, "how many head steps deep the tree grows (the paper: 6; each step costs ≈ 0.12 of a "
-                           "target forward here, so 2 was fastest of 1–4)", low=1, high=8,
+                           "target forward here: 1 and 2 were fastest of 1–4)", low=1, high=8,
                         paper="EAGLE-2 4.2", label="depth", slider=(1, 8, 1))
     tokens: int = option(4, "m: the most nodes the target verifies, the highest-valued of all the head made (the "
                             "paper: 60; on a CPU verifying 16 tokens costs ≈ 1.9 one-token forwards)", low=1,
