@@ -92,9 +92,12 @@ def test_greedy_suffix_equals_ar_on_a_tiny_model(corpus):
     target = explorer.load("tiny-random:51")
     prompt = "the cat sat on the mat. the cat sat on the mat. the"
     ar = explorer.decode(target, prompt, method="ar", max_new_tokens=30)
+    priced = explorer.decode(target, prompt, method="suffix", suffix_corpus=corpus, max_new_tokens=30,
+                             session=f"tiny-priced-{corpus}")
+    assert priced.output_ids == ar.output_ids  # its trees' sizes follow this machine's measured T(n)
     for _ in range(2):  # the second run also matches the first one's output (history)
-        run = explorer.decode(target, prompt, method="suffix", suffix_corpus=corpus, max_new_tokens=30,
-                              session=f"tiny-{corpus}")
+        run = explorer.decode(target, prompt, method="suffix", suffix_corpus=corpus, suffix_size="paper",
+                              max_new_tokens=30, session=f"tiny-{corpus}")
         assert run.output_ids == ar.output_ids
     assert run.summary.drafted > 0 and run.summary.tokens_per_target_forward > 1
 
@@ -102,9 +105,12 @@ def test_greedy_suffix_equals_ar_on_a_tiny_model(corpus):
 def test_a_sessions_outputs_are_drafted_for_that_session_only():
     target = explorer.load("tiny-random:52")
     prompt = "abc abd abe."
-    first = explorer.decode(target, prompt, method="suffix", suffix_corpus="history", max_new_tokens=20, session="ann")
-    again = explorer.decode(target, prompt, method="suffix", suffix_corpus="history", max_new_tokens=20, session="ann")
-    other = explorer.decode(target, prompt, method="suffix", suffix_corpus="history", max_new_tokens=20, session="bob")
+    first = explorer.decode(target, prompt, method="suffix", suffix_corpus="history", suffix_size="paper",
+                            max_new_tokens=20, session="ann")
+    again = explorer.decode(target, prompt, method="suffix", suffix_corpus="history", suffix_size="paper",
+                            max_new_tokens=20, session="ann")
+    other = explorer.decode(target, prompt, method="suffix", suffix_corpus="history", suffix_size="paper",
+                            max_new_tokens=20, session="bob")
     assert first.output_ids == again.output_ids == other.output_ids
     assert again.summary.accepted > 0  # ann's first output is drafted back to her
     assert first.summary.drafted == 0 and other.summary.drafted == 0  # but never to bob
@@ -144,7 +150,7 @@ def test_the_bench_and_race_grammar_and_bad_options():
 
 def test_a_traces_details_are_checked_and_its_text_shown_as_text():
     trace = explorer.decode("tiny-random", "the cat sat on the mat. the cat sat on the", method="suffix",
-                            max_new_tokens=16, session="text")
+                            suffix_size="paper", max_new_tokens=16, session="text")
     data = json.loads(trace.to_json())
     drafted = next(i for i, r in enumerate(trace.rounds) if r.tree and r.tree["nodes"])
     token = trace.rounds[drafted].tree["nodes"][0]["token"]

@@ -20,7 +20,9 @@ from functools import cached_property
 
 import torch
 
+from ..trace import RoundTrace, Timing
 from .forward import fast_decoder, run_layers
+from .rounds import TOP_ALTERNATIVES, Round, top_pairs
 from .sampling import SamplingConfig, choose, distribution
 
 
@@ -193,4 +195,91 @@ def priced_size(probs: list[float], cost: list[float], draft_cost: float = 0.0) 
         if expected / (draft_cost + cost[n]) > best:
             best, best_n = expected / (draft_cost + cost[n]), n
     return best_n
+
+
+# -- one round of a tree draft: verify, accept, commit, record ------------------------------------------------
+
+
+@dataclass
+class TreeRound:
+    """What one verification of a tree gave: the final normed states of its input positions (R, H; the
+    features a feature-level draft reads), the target's rows, the accepted path (node indices) and the
+    round's emitted tokens (the accepted nodes' and the target's own, cut at the end of the text)."""
+
+    hidden: torch.Tensor
+    p: TargetRows
+    n_tail: int
+    path: list[int] = None
+    emitted: list[int] = None
+    n_accepted: int = 0
+
+
+def verify_tree(model: torch.nn.Module, lm_head: torch.nn.Module, cache, n_cached: int, context: list[int],
+                tree: TokenTree, sampling: SamplingConfig) -> TreeRound:
+    """One target forward over [the context not cached yet | tree] and the target's rows after the context
+    and after each node (the LM head over up to 16 rows in one call)."""
+    tail = context[n_cached:]
+    with torch.inference_mode():
+        hidden = tree_forward(model, cache, tail, tree, n_cached)  # (R, H)
+        p = TargetRows(lm_head, hidden[len(tail) - 1:], sampling)
+        p.all_if_small()
+    return TreeRound(hidden, p, len(tail))
+
+
+def accept_tree(verified: TreeRound, tree: TokenTree, cache, round: Round, sampling: SamplingConfig,
+                generator) -> int:
+    """Walk the tree (``walk``), cut the round at the end of the text, move the accepted nodes' keys and
+    values into place and commit; the context length before the round's tokens."""
+    context = round.context
+    with torch.inference_mode():
+        path, token = walk(tree, verified.p, sampling, generator)
+        verified.emitted, verified.n_accepted = round.until_end([tree.tokens[i] for i in path] + [token], len(path))
+        verified.path = path
+        compact_cache(cache, len(context), [len(context) + i for i in path])
+    return round.commit(verified.emitted)
+
+
+def tree_round_record(index: int, context_len: int, tree: TokenTree, q: list[float], verified: TreeRound,
+                      timing: Timing, *, kind: str, top_k: int, detail: dict, draft_forwards: int) -> RoundTrace:
+    """A tree round as plain data (off the timed path): ``q[i]`` is the draft's probability for node i;
+    ``tree`` in the trace's public shape (``RoundTrace.tree``, BiTA's without mask tokens). ``drafted`` is
+    the path the target followed — the accepted nodes, then, where it stopped at a node with children,
+    the chain of most probable children below (what a chain draft would have proposed)."""
+    path, emitted, n_accepted, p = verified.path, verified.emitted, verified.n_accepted, verified.p
+    node = path[-1] if path else -1
+    drafted_nodes = list(path)
+    tip = node
+    while tree.children(tip):
+        tip = max(tree.children(tip), key=lambda c: tree.q[c])
+        drafted_nodes.append(tip)
+    rejected = bool(tree.children(node))
+    drafted = [tree.tokens[i] for i in drafted_nodes]
+    target = p.rows([0] + [i + 1 for i in drafted_nodes])  # (K + 1, V): after the context, after each draft
+    kinds = ["accepted"] * n_accepted
+    if len(emitted) > n_accepted:
+        kinds.append("target" if not tree.n_nodes else ("corrected" if rejected else "bonus"))
+    event = "no-draft" if not tree.n_nodes else "rejected" if rejected else "all-accepted"
+    known, on_path = p.known(), set(path)
+    nodes = [{"token": t, "parent": par, "depth": d, "rank": tree.children(par).index(i), "accepted": i in on_path,
+              "q": min(1.0, q[i]), "p": float(p[par + 1][t]) if par + 1 in known else None}
+             for i, (t, par, d) in enumerate(zip(tree.tokens, tree.parents, tree.depths))]
+    tree_data = {
+        "kind": kind, "masks": 0, "top_k": top_k, "prompt_tokens": 0, "context_inputs": verified.n_tail,
+        "nodes": nodes,
+        "positions": [{"kind": "node", "node": i, "slot": 0, "offset": d} for i, d in enumerate(tree.depths)],
+        "attention": ["".join("1" if v else "0" for v in row) for row in tree.visible().tolist()],
+        "sees_prompt": [False] * tree.n_nodes, "accepted_path": list(path), "next_group": None,
+    }
+    return RoundTrace(
+        index=index, context_len=context_len, drafted=tuple(drafted),
+        q_drafted=tuple(min(1.0, q[i]) for i in drafted_nodes),
+        p_drafted=tuple(float(target[j][t]) for j, t in enumerate(drafted)), n_accepted=n_accepted,
+        emitted=tuple(emitted), emitted_kind=tuple(kinds),
+        p_emitted=tuple(float(target[j][t]) for j, t in enumerate(emitted)),
+        event=event, timing=timing, rejected_at=len(path) if event == "rejected" else None,
+        draft_top=tuple(tuple((tree.tokens[s], min(1.0, q[s])) for s in tree.children(tree.parents[i]))
+                        for i in drafted_nodes),
+        target_top=top_pairs(torch.topk(target, min(TOP_ALTERNATIVES, target.shape[-1]), dim=-1)),
+        draft_forwards=draft_forwards, target_forwards=1, detail=detail, tree=tree_data,
+    )
 

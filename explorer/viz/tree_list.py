@@ -1,13 +1,16 @@
 """A round's token tree as nested lists (the tree views of SuffixDecoding and EAGLE-2): each node's token as
 text (escaped), a caller's line of numbers beside it, the accepted path filled, and the target's own token
-after that path dashed. Reads only the trace's public ``tree`` (``RoundTrace.tree``)."""
+after that path dashed; and the run's trees per round (nodes, accepted, one line of the method's). Reads
+only the trace's public ``tree`` (``RoundTrace.tree``) and the caller's reading of ``detail``."""
 
 from __future__ import annotations
 
 import html
 from typing import Callable
 
-from .style import FATE_COLOURS
+import plotly.graph_objects as go
+
+from .style import FATE_COLOURS, GREY, OKABE_ITO, base_layout
 from .text import label
 
 CSS = """
@@ -48,3 +51,28 @@ def nested_tree_html(trace, r, stat: Callable[[int, dict], str]) -> str:
         return f"<ul>{''.join(items)}</ul>" if items else ""
 
     return f"<style>{CSS}</style><div class='tl-tree tl-scroll'>{branch(-1)}</div>"
+
+
+def tree_rounds_figure(trace, round_index: int, line: Callable, line_name: str, line_hover: str,
+                       title: str) -> go.Figure:
+    """Per round: the tree's nodes, the accepted ones, and ``line(round)`` (the method's own measure), the
+    selected round marked; the title ends with the run's tokens per target forward."""
+    rounds = [r for r in trace.rounds if r.tree is not None]
+    xs = [r.index + 1 for r in rounds]
+    fig = go.Figure()
+    fig.add_trace(go.Bar(x=xs, y=[len(r.tree["nodes"]) for r in rounds], name="tree nodes", marker_color=GREY,
+                         opacity=0.45, hovertemplate="round %{x}<br>%{y} tree nodes<extra></extra>"))
+    fig.add_trace(go.Bar(x=xs, y=[len(r.tree["accepted_path"]) for r in rounds], name="accepted",
+                         marker_color=FATE_COLOURS["accepted"],
+                         hovertemplate="round %{x}<br>%{y} accepted<extra></extra>"))
+    fig.add_trace(go.Scatter(x=xs, y=[line(r) for r in rounds], name=line_name, mode="lines+markers",
+                             line={"color": OKABE_ITO["orange"], "width": 2},
+                             hovertemplate=f"round %{{x}}<br>{line_hover}<extra></extra>"))
+    selected = trace.rounds[max(0, min(int(round_index), len(trace.rounds) - 1))].index + 1
+    fig.add_vline(x=selected, line={"color": "#111827", "dash": "dot", "width": 1})
+    fig.update_layout(barmode="overlay", xaxis={"title": {"text": "round"}},
+                      yaxis={"title": {"text": "tokens"}, "rangemode": "tozero"})
+    s = trace.summary
+    per = f" · {s.tokens_per_target_forward:.2f} tokens per forward" if s.tokens_per_target_forward else ""
+    return base_layout(fig, f"{title}{per}", height=300)
+

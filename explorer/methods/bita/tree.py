@@ -39,7 +39,7 @@ from typing import Iterator
 import torch
 
 from ...engine.forward import fast_decoder, lm_head
-from ...engine.tree import TargetRows, compact_cache, walk  # the tree verification every tree draft shares
+from ...engine.tree import TargetRows, TokenTree, compact_cache, walk  # the tree verification every tree draft shares
 from ...engine.rounds import TOP_ALTERNATIVES, Round, run_rounds, top_pairs
 from ...engine.sampling import Rng, SamplingConfig
 from ...trace import RoundTrace, Timing
@@ -92,25 +92,15 @@ class BitaConfig:
 
 
 @dataclass(frozen=True)
-class Layout:
-    """A token tree and its mask groups, flattened into one forward's input (section 3.2, Figure 6).
+class Layout(TokenTree):
+    """A token tree (``engine.tree.TokenTree``: tokens, parents, depths, q — each node's mask probability)
+    and its mask groups, flattened into one forward's input (section 3.2, Figure 6): ``ranks[i]`` is node
+    i's place in its mask's top-k; ``groups`` lists the owners of the mask groups in input order (-1: the
+    context); ``masks`` the mask tokens per group."""
 
-    Node i has ``tokens[i]``, ``parents[i]`` (-1: a child of the context), ``depths[i]`` (1 for the
-    children of the context), ``ranks[i]`` (its place in its mask's top-k) and ``q[i]`` (that mask's
-    probability of it). ``groups`` lists the owners of the mask groups in input order (-1: the context).
-    """
-
-    tokens: tuple[int, ...]
-    parents: tuple[int, ...]
-    depths: tuple[int, ...]
-    ranks: tuple[int, ...]
-    q: tuple[float, ...]
-    groups: tuple[int, ...]
-    masks: int
-
-    @property
-    def n_nodes(self) -> int:
-        return len(self.tokens)
+    ranks: tuple[int, ...] = ()
+    groups: tuple[int, ...] = ()
+    masks: int = 0
 
     @cached_property
     def positions(self) -> tuple[tuple[str, int, int], ...]:
@@ -118,25 +108,6 @@ class Layout:
         nodes = tuple(("node", i, 0) for i in range(self.n_nodes))
         masks = tuple(("mask", owner, j) for owner in self.groups for j in range(1, self.masks + 1))
         return nodes + masks
-
-    @cached_property
-    def _children(self) -> dict[int, list[int]]:
-        children: dict[int, list[int]] = {-1: []}
-        for i, parent in enumerate(self.parents):
-            children.setdefault(parent, []).append(i)
-            children.setdefault(i, [])
-        return children
-
-    def children(self, node: int) -> list[int]:
-        return self._children.get(node, [])
-
-    def path_to(self, node: int) -> list[int]:
-        """Node indices from the context down to ``node`` (empty for -1)."""
-        path = []
-        while node >= 0:
-            path.append(node)
-            node = self.parents[node]
-        return path[::-1]
 
     def group_start(self, owner: int) -> int:
         """Index (among ``positions``) of the first mask of ``owner``'s group."""
@@ -185,7 +156,8 @@ def build_tree(cfg: BitaConfig, candidates: list[list[tuple[int, float]]], max_d
                 first = node if first is None else first
             frontier = [first]
     groups = (-1,) if cfg.tree == "straightforward" else (-1, *range(len(tokens)))
-    return Layout(tuple(tokens), tuple(parents), tuple(depths), tuple(ranks), tuple(q), groups, cfg.masks)
+    return Layout(tokens=tuple(tokens), parents=tuple(parents), depths=tuple(depths), q=tuple(q), ranks=tuple(ranks),
+                  groups=groups, masks=cfg.masks)
 
 
 def attention_allowed(layout: Layout, n_prompt: int, n_cached: int, n_tail: int) -> torch.Tensor:

@@ -28,14 +28,14 @@ from __future__ import annotations
 
 import torch
 
-from ...engine.cache import crop_cache, new_cache
+from ...engine.cache import common_prefix, crop_cache, new_cache
 from ...engine.costs import verify_cost_curve
 from ...engine.fast import fast_linear, fast_view
 from ...engine.forward import fast_decoder, lm_head, run_layers
-from ...engine.rounds import TOP_ALTERNATIVES, Round, top_pairs
+from ...engine.rounds import Round
 from ...engine.sampling import SamplingConfig
-from ...engine.tree import TargetRows, TokenTree, compact_cache, priced_size, tree_forward, walk
-from ...trace import RoundTrace, Timing
+from ...engine.tree import TokenTree, accept_tree, priced_size, tree_round_record, verify_tree
+from ...trace import Timing
 from ..eagle.head import FeatureHead
 
 
@@ -124,7 +124,7 @@ class EagleTreeStep:
     def _catch_up(self, context: list[int]) -> torch.Tensor:
         """The head over positions head_cached … n − 1 from the target's features; f̂_n (1, H)."""
         n = len(context) - 1
-        keep = min(self.head_cached, _common(self.head_ids, context) - 1, n - 1)
+        keep = min(self.head_cached, common_prefix(self.head_ids, context) - 1, n - 1)
         if keep < self.head_cached:
             crop_cache(self.head_cache, max(keep, 0))
         start = max(keep, 0)
@@ -170,83 +170,25 @@ class EagleTreeStep:
     def __call__(self, round: Round):
         clock, context = round.clock, round.context
         tree, made, order, forwards = self.draft(context, round.budget - 1, lambda: clock() - round.start)
-        tail = context[self.cached:]
         drafted_at = clock()
-
-        with torch.inference_mode():
-            hidden = tree_forward(self.model, self.cache, tail, tree, self.cached)  # (R, H): final normed states
-        p = TargetRows(self.lm, hidden[len(tail) - 1:], self.sampling)
-        p.all_if_small()
+        verified = verify_tree(self.model, self.lm, self.cache, self.cached, context, tree, self.sampling)
         verified_at = clock()
-
-        with torch.inference_mode():
-            path, token = walk(tree, p, self.sampling, self.generator)
-        emitted, n_accepted = round.until_end([tree.tokens[i] for i in path] + [token], len(path))
-
-        keep = len(context)
-        with torch.inference_mode():
-            compact_cache(self.cache, keep, [keep + i for i in path])
-            known = hidden[: len(tail)] if not path else torch.cat([hidden[: len(tail)],
-                                                                      hidden[[len(tail) + i for i in path]]])
+        context_len = accept_tree(verified, tree, self.cache, round, self.sampling, self.generator)
+        with torch.inference_mode():  # the target's features of the tail and the accepted nodes: the head reads them
+            rows = list(range(verified.n_tail)) + [verified.n_tail + i for i in verified.path]
+            known = verified.hidden[rows]
             self.features = known if self.features is None or self.cached == 0 else \
                 torch.cat([self.features[: self.cached], known])
-        self.cached = len(context) + len(path)
-        context_len = round.commit(emitted)
-        done_at = clock()
-        timing = Timing(drafted_at - round.start, verified_at - drafted_at, done_at - verified_at)
-        return lambda: record(round.index, context_len, tree, made, order, forwards, path, emitted, n_accepted, p,
-                              len(tail), timing, self.options)
+        self.cached = context_len + len(verified.path)
+        timing = Timing(drafted_at - round.start, verified_at - drafted_at, clock() - verified_at)
+        confidence = [made.confidence[c] for c in order]
+        detail = {"candidates": len(made.tokens), "depth": max(made.depths, default=0), "head_forwards": forwards,
+                  "nodes": tree.n_nodes, "value": [round_to(v) for v in tree.q], "expected": round_to(1.0 + sum(tree.q)),
+                  "input_positions": verified.n_tail + tree.n_nodes}
+        return lambda: tree_round_record(round.index, context_len, tree, confidence, verified, timing, kind="eagle",
+                                         top_k=self.options.top_k, detail=detail, draft_forwards=forwards)
 
 
-def _common(a: list[int], b: list[int]) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
-def record(index, context_len, tree: TokenTree, made: Candidates, order: list[int], forwards: int, path, emitted,
-           n_accepted, p: TargetRows, n_tail: int, timing: Timing, options) -> RoundTrace:
-    """Plain-data record of one round (off the timed path): the tree in the trace's public shape with each
-    node's head confidence (q) and value, and what the expansion made."""
-    node = path[-1] if path else -1
-    drafted_nodes = list(path)
-    tip = node
-    while tree.children(tip):  # where the target stopped at a node with children: the most valued chain below
-        tip = max(tree.children(tip), key=lambda c: tree.q[c])
-        drafted_nodes.append(tip)
-    rejected = bool(tree.children(node))
-    drafted = [tree.tokens[i] for i in drafted_nodes]
-    target = p.rows([0] + [i + 1 for i in drafted_nodes])  # (K + 1, V)
-    kinds = ["accepted"] * n_accepted
-    if len(emitted) > n_accepted:
-        kinds.append("target" if not tree.n_nodes else ("corrected" if rejected else "bonus"))
-    event = "no-draft" if not tree.n_nodes else "rejected" if rejected else "all-accepted"
-    confidence = [made.confidence[c] for c in order]
-    known = p.known()
-    on_path = set(path)
-    nodes = [{"token": t, "parent": par, "depth": d, "rank": tree.children(par).index(i), "accepted": i in on_path,
-              "q": conf, "p": float(p[par + 1][t]) if par + 1 in known else None}
-             for i, (t, par, d, conf) in enumerate(zip(tree.tokens, tree.parents, tree.depths, confidence))]
-    tree_data = {
-        "kind": "eagle", "masks": 0, "top_k": options.top_k, "prompt_tokens": 0, "context_inputs": n_tail,
-        "nodes": nodes,
-        "positions": [{"kind": "node", "node": i, "slot": 0, "offset": d} for i, d in enumerate(tree.depths)],
-        "attention": ["".join("1" if v else "0" for v in row) for row in tree.visible().tolist()],
-        "sees_prompt": [False] * tree.n_nodes, "accepted_path": list(path), "next_group": None,
-    }
-    detail = {"candidates": len(made.tokens), "depth": max(made.depths, default=0), "head_forwards": forwards,
-              "nodes": tree.n_nodes, "value": [round(v, 4) for v in tree.q],
-              "expected": round(1.0 + sum(tree.q), 4), "input_positions": n_tail + tree.n_nodes}
-    return RoundTrace(
-        index=index, context_len=context_len, drafted=tuple(drafted), q_drafted=tuple(confidence[i] for i in drafted_nodes),
-        p_drafted=tuple(float(target[j][t]) for j, t in enumerate(drafted)), n_accepted=n_accepted,
-        emitted=tuple(emitted), emitted_kind=tuple(kinds), p_emitted=tuple(float(target[j][t]) for j, t in enumerate(emitted)),
-        event=event, timing=timing, rejected_at=len(path) if event == "rejected" else None,
-        draft_top=tuple(tuple((tree.tokens[s], confidence[s]) for s in tree.children(tree.parents[i]))
-                        for i in drafted_nodes),
-        target_top=top_pairs(torch.topk(target, min(TOP_ALTERNATIVES, target.shape[-1]), dim=-1)),
-        draft_forwards=forwards, target_forwards=1, detail=detail, tree=tree_data,
-    )
+def round_to(x: float) -> float:
+    """Four decimals (a trace keeps what a reader can use; ``round`` is the step's argument above)."""
+    return round(float(x), 4)

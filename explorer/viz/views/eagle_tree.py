@@ -5,10 +5,7 @@ values against those it got."""
 
 from __future__ import annotations
 
-import plotly.graph_objects as go
-
-from ..style import FATE_COLOURS, GREY, OKABE_ITO, base_layout
-from ..tree_list import nested_tree_html
+from ..tree_list import nested_tree_html, tree_rounds_figure
 from . import MethodView, register, register_note
 
 
@@ -46,26 +43,11 @@ def tree_html(trace, round_index: int) -> str:
     return f"<div class='tl-view'><div class='tl-head'>{head}</div>{legend}{nested_tree_html(trace, r, stat)}</div>"
 
 
-def rounds_figure(trace, round_index: int) -> go.Figure:
-    """Per round: tree nodes, accepted nodes, and the tokens the values promised against those emitted."""
-    rounds = [r for r in trace.rounds if r.tree is not None]
-    xs = [r.index + 1 for r in rounds]
-    fig = go.Figure()
-    fig.add_trace(go.Bar(x=xs, y=[len(r.tree["nodes"]) for r in rounds], name="tree nodes", marker_color=GREY,
-                         opacity=0.45, hovertemplate="round %{x}<br>%{y} tree nodes<extra></extra>"))
-    fig.add_trace(go.Bar(x=xs, y=[len(r.tree["accepted_path"]) for r in rounds], name="accepted",
-                         marker_color=FATE_COLOURS["accepted"],
-                         hovertemplate="round %{x}<br>%{y} accepted<extra></extra>"))
-    fig.add_trace(go.Scatter(x=xs, y=[(r.detail or {}).get("expected", 1.0) - 1 for r in rounds],
-                             name="expected accepted (Σ values)", mode="lines+markers",
-                             line={"color": OKABE_ITO["orange"], "width": 2},
-                             hovertemplate="round %{x}<br>the values promised %{y:.2f} accepted<extra></extra>"))
-    fig.add_vline(x=_selected(trace, round_index).index + 1, line={"color": "#111827", "dash": "dot", "width": 1})
-    fig.update_layout(barmode="overlay", xaxis={"title": {"text": "round"}},
-                      yaxis={"title": {"text": "tokens"}, "rangemode": "tozero"})
-    s = trace.summary
-    per = f" · {s.tokens_per_target_forward:.2f} tokens per forward" if s.tokens_per_target_forward else ""
-    return base_layout(fig, f"EAGLE-2: tree, accepted and expected per round{per}", height=300)
+def rounds_figure(trace, round_index: int):
+    """Per round: tree nodes, accepted nodes, and the accepted tokens the values promised (Σ values)."""
+    return tree_rounds_figure(trace, round_index, lambda r: (r.detail or {}).get("expected", 1.0) - 1,
+                              "expected accepted (Σ values)", "the values promised %{y:.2f} accepted",
+                              "EAGLE-2: tree, accepted and expected per round")
 
 
 register(MethodView(name="eagle-tree", title="EAGLE-2: the dynamic draft tree", applies=_is_eagle_tree,

@@ -6,11 +6,8 @@ from __future__ import annotations
 
 import html
 
-import plotly.graph_objects as go
-
-from ..style import FATE_COLOURS, GREY, OKABE_ITO, base_layout
 from ..text import label
-from ..tree_list import nested_tree_html
+from ..tree_list import nested_tree_html, tree_rounds_figure
 from . import MethodView, register, register_note
 
 SOURCES = {"answers": "the target's answers shipped with the model", "history": "an earlier run of this session",
@@ -52,27 +49,11 @@ def tree_html(trace, round_index: int) -> str:
     return f"<div class='tl-view'><div class='tl-head'>{head}</div>{legend}{nested_tree_html(trace, r, stat)}</div>"
 
 
-def rounds_figure(trace, round_index: int) -> go.Figure:
+def rounds_figure(trace, round_index: int):
     """Per round: the matched suffix's length, the tree's nodes and the accepted ones."""
-    rounds = [r for r in trace.rounds if r.tree is not None]
-    xs = [r.index + 1 for r in rounds]
-    fig = go.Figure()
-    fig.add_trace(go.Bar(x=xs, y=[len(r.tree["nodes"]) for r in rounds], name="tree nodes", marker_color=GREY,
-                         opacity=0.45, hovertemplate="round %{x}<br>%{y} tree nodes<extra></extra>"))
-    fig.add_trace(go.Bar(x=xs, y=[len(r.tree["accepted_path"]) for r in rounds], name="accepted",
-                         marker_color=FATE_COLOURS["accepted"],
-                         hovertemplate="round %{x}<br>%{y} accepted<extra></extra>"))
-    fig.add_trace(go.Scatter(x=xs, y=[(r.detail or {}).get("match_length", 0) for r in rounds],
-                             name="matched suffix (tokens)", mode="lines+markers",
-                             line={"color": OKABE_ITO["orange"], "width": 2},
-                             hovertemplate="round %{x}<br>matched the last %{y} tokens<extra></extra>"))
-    selected = _selected(trace, round_index).index + 1
-    fig.add_vline(x=selected, line={"color": "#111827", "dash": "dot", "width": 1})
-    fig.update_layout(barmode="overlay", xaxis={"title": {"text": "round"}},
-                      yaxis={"title": {"text": "tokens"}, "rangemode": "tozero"})
-    s = trace.summary
-    per = f" · {s.tokens_per_target_forward:.2f} tokens per forward" if s.tokens_per_target_forward else ""
-    return base_layout(fig, f"SuffixDecoding: match length, tree and accepted per round{per}", height=300)
+    return tree_rounds_figure(trace, round_index, lambda r: (r.detail or {}).get("match_length", 0),
+                              "matched suffix (tokens)", "matched the last %{y} tokens",
+                              "SuffixDecoding: match length, tree and accepted per round")
 
 
 register(MethodView(name="suffix-tree", title="SuffixDecoding: the match and its speculation tree", applies=_is_suffix,
