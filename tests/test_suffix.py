@@ -14,7 +14,7 @@ import explorer
 from explorer.artifacts import fingerprint
 from explorer.engine.sampling import SamplingConfig
 from explorer.methods import parse_system
-from explorer.methods.suffix.corpus import HISTORY, AnswerIndex, Match, scan_match, speculate
+from explorer.methods.suffix.corpus import HISTORY, AnswerIndex, scan_match, speculate
 from explorer.methods.suffix.step import priced
 from explorer.viz.views.suffix import rounds_figure, tree_html
 
