@@ -101,15 +101,16 @@ class EagleTreeStep:
             forwards = 1
             layer = [made.add(t, -1, c) for t, c in self._top(feature)[0]]
             expanded: list[int] = []  # candidates whose head rows follow the true positions in the head's cache
+            outputs: dict[int, torch.Tensor] = {}  # expanded candidate -> its head row's f̂ (what its children read)
             for depth in range(1, o.depth):
                 chosen = sorted(layer, key=lambda i: -made.value[i])[: o.top_k]
                 if not chosen:
                     break
-                parents_rows = [feature[0] if made.parents[i] < 0 else self._made[made.parents[i]] for i in chosen]
+                parents_rows = [feature[0] if made.parents[i] < 0 else outputs[made.parents[i]] for i in chosen]
                 out = self._expand(made, chosen, torch.stack(parents_rows), expanded, n)  # (k, H)
                 forwards += 1
                 expanded.extend(chosen)
-                self._made.update(zip(chosen, out))
+                outputs.update(zip(chosen, out))
                 layer = [made.add(t, parent, c) for parent, children in zip(chosen, self._top(out))
                          for t, c in children]
             crop_cache(self.head_cache, self.head_cached)
@@ -132,7 +133,6 @@ class EagleTreeStep:
         x = self.view.inputs(self.base.embed_tokens(new), self.features[None, start:n])  # (1, T, H)
         out = self.view.norm(run_layers(self.base, self.view.layers, x, start, self.head_cache))
         self.head_cached, self.head_ids = n, list(context[: n + 1])
-        self._made: dict[int, torch.Tensor] = {}  # expanded candidate -> its head row's f̂ (what its children read)
         return out[0, -1:]
 
     def _expand(self, made: Candidates, chosen: list[int], parent_features: torch.Tensor, expanded: list[int],
