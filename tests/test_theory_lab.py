@@ -69,14 +69,18 @@ def test_synthetic_is_lossless_and_measures_its_dials(default_model):
         if alpha == 1.0:
             assert t.summary.alpha_hat == 1.0 and t.summary.tokens_per_target_forward > 4
         if cost:
-            # a draft step spins c × T(1) (T(1): the fastest quiet one-token forward), so its seconds are exact
-            # and c as measured is that against the run's own verifications of γ + 1 tokens (T(3)/T(1) ≈ 1.2,
-            # and the machine's pace drifts between the two: 0.79 was seen under the full suite's load)
+            # a draft step spins c × T(1) (T(1): the fastest quiet one-token forward, measured once), so its
+            # seconds are the dial; c as measured prices that against this run's own verifications of γ + 1
+            # tokens, whose pace follows the machine's load (0.79 and 1.05 were seen under the full suite), so
+            # the test checks c against the run's own seconds rather than against a band of the clock
             from explorer.engine.costs import step_time
 
             per_step = t.summary.draft_s / t.summary.drafted
             assert per_step == pytest.approx(cost * step_time(default_model), rel=0.2)
-            assert 0.2 < t.summary.c_measured < 1.0
+            later = [r for r in t.rounds[1:] if r.drafted]
+            per_verify = sum(r.timing.verify_s for r in later) / sum(r.target_forwards for r in later)
+            per_draft = sum(r.timing.draft_s for r in later) / sum(r.draft_forwards for r in later)
+            assert t.summary.c_measured == pytest.approx(per_draft / per_verify, rel=1e-9) and t.summary.c_measured > 0.1
     assert explorer.load_trace(t.to_json()) == t
     with pytest.raises(explorer.ExplorerError, match="set temperature 0"):
         explorer.decode(default_model, PROMPT, method="synthetic", temperature=0.7)
