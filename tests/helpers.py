@@ -34,12 +34,12 @@ def load(name: str):
 PREFIX = [3, 7, 1]
 
 
-def exact_two_token_distribution(model, cfg):
-    """P(x0) and P(x1) = Σ_x0 P(x0) P(x1 | x0) under the warped target, by enumeration."""
+def exact_two_token_distribution(model, cfg, prefix=PREFIX):
+    """P(x0) and P(x1) = Σ_x0 P(x0) P(x1 | x0) after ``prefix`` under the warped target, by enumeration."""
     with torch.inference_mode():
-        logits0 = model.model(torch.tensor([PREFIX])).logits[0, -1]
+        logits0 = model.model(torch.tensor([prefix])).logits[0, -1]
         p0 = warp(logits0[None], cfg)[0]
-        contexts = torch.tensor([PREFIX + [x] for x in range(p0.shape[0])])
+        contexts = torch.tensor([prefix + [x] for x in range(p0.shape[0])])
         p1_given = warp(model.model(contexts).logits[:, -1], cfg)  # (V, V)
     return p0.numpy(), (p0[:, None] * p1_given).sum(0).numpy()
 

@@ -25,8 +25,8 @@ PROMPT = "one two three one two three one two"
 
 
 def test_every_method_is_registered_once_in_order():
-    assert list(explorer.METHODS) == ["ar", "speculative", "eesd", "eagle", "eagle-tree", "bild", "bita", "suffix", "lenient",
-                                     "hierarchical", "beam", "synthetic"]
+    assert list(explorer.METHODS) == ["ar", "speculative", "eesd", "eagle", "eagle-tree", "bild", "bita", "suffix", "lookahead",
+                                     "lenient", "hierarchical", "beam", "synthetic"]
     defaults = {name: m.make_options({}) for name, m in methods.discover().items()}
     assert {name for name, m in methods.discover().items() if m.is_lossy(defaults[name])} == {"bild", "lenient"}
     beam = methods.get("beam")  # lossy by its options: the 004 rule is approximate, lenience 1 is exact
@@ -117,7 +117,7 @@ def test_a_new_method_reaches_the_api_the_cli_the_page_and_the_trace_loader(look
     # the page: its options panel, hidden until it is chosen; the values come back as keywords
     with gr.Blocks():
         panel = build_options_panel("lookup")
-    assert set(panel.boxes) == {"eagle-tree", "bild", "bita", "suffix", "lenient", "synthetic",
+    assert set(panel.boxes) == {"eagle-tree", "bild", "bita", "suffix", "lookahead", "lenient", "synthetic",
                                  "hierarchical", "beam", "lookup"} and "lookup_n" in panel.controls
     assert panel.keywords("lookup", {panel.controls["lookup_n"]: 4.0}) == {"lookup_n": 4}
 

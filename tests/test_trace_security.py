@@ -326,7 +326,10 @@ def largest(traces):
                              session="largest")
     eagle_tree = explorer.decode("tiny-random:1", "hello there", method="eagle-tree", eagle_head="untrained",
                                  eagle_size="paper", eagle_tokens=8, eagle_top_k=3, eagle_depth=4, max_new_tokens=64)
-    small = [every_accepted, dynamic, lenient, synthetic, hierarchical, beam, feature_head, suffix, eagle_tree] + [
+    lookahead = explorer.decode("tiny-random:1", "hello there hello there hello", method="lookahead",
+                                lookahead_window=16, lookahead_ngram=5, lookahead_guesses=8, max_new_tokens=64)
+    small = [every_accepted, dynamic, lenient, synthetic, hierarchical, beam, feature_head, suffix, eagle_tree,
+             lookahead] + [
         explorer.load_trace(json.dumps(traces[name])) for name in ("heuristic", "bild", "bita")]
     return [repeated(t, limits.MAX_TRACE_ROUNDS) for t in small]
 

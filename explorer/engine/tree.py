@@ -76,31 +76,57 @@ class TokenTree:
         return seen
 
 
-def tree_mask(tree: TokenTree, n_cached: int, n_tail: int, dtype: torch.dtype) -> torch.Tensor:
-    """Additive (1, 1, R, C + R) mask for one forward over [tail | nodes] after C cached tokens: the tail is
-    causal, every node sees the whole context (cache and tail) and its own ancestors."""
-    r = n_tail + tree.n_nodes
+@dataclass(frozen=True)
+class SideRows:
+    """Rows that ride along in a tree's forward without touching it (lookahead decoding's Jacobi window): row
+    e holds ``tokens[e]`` at ``offsets[e]`` positions after the last context token, sees the whole context and
+    the side rows ``visible[e]`` marks ((E, E) bool); no tree node sees a side row, nor a side row a node. Their
+    keys and values go into the cache after the nodes and are dropped with the nodes off the accepted path."""
+
+    tokens: tuple[int, ...]
+    offsets: tuple[int, ...]
+    visible: torch.Tensor  # (E, E) bool
+    read: int = 0  # how many of the last rows the caller reads logits of (0: all)
+
+    @property
+    def n_rows(self) -> int:
+        return len(self.tokens)
+
+
+def tree_mask(tree: TokenTree, n_cached: int, n_tail: int, dtype: torch.dtype,
+              side: SideRows | None = None) -> torch.Tensor:
+    """Additive (1, 1, R, C + R) mask for one forward over [tail | nodes | side rows] after C cached tokens:
+    the tail is causal, every node sees the whole context (cache and tail) and its own ancestors, every side
+    row the whole context and the side rows it is given."""
+    n_side = side.n_rows if side is not None else 0
+    r = n_tail + tree.n_nodes + n_side
     allowed = torch.zeros(r, n_cached + r, dtype=torch.bool)  # (R, C + R)
     allowed[:, :n_cached] = True
     allowed[:n_tail, n_cached:n_cached + n_tail] = torch.ones(n_tail, n_tail, dtype=torch.bool).tril()
     allowed[n_tail:, n_cached:n_cached + n_tail] = True
-    allowed[n_tail:, n_cached + n_tail:] = tree.visible()
+    nodes = n_cached + n_tail
+    allowed[n_tail:n_tail + tree.n_nodes, nodes:nodes + tree.n_nodes] = tree.visible()
+    if n_side:
+        allowed[r - n_side:, n_cached + r - n_side:] = side.visible
     additive = torch.zeros(allowed.shape, dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)
     return additive[None, None]
 
 
-def tree_forward(model: torch.nn.Module, cache, tail: list[int], tree: TokenTree, n_cached: int) -> torch.Tensor:
-    """One target forward over [tail | nodes] (tail: the context tokens not cached yet, at least the pending
-    one); the final normed hidden states (R, H), the LM head left to the caller (``TargetRows``). Position
-    ids: the tail continues the context, a node sits at its depth below the last context token."""
+def tree_forward(model: torch.nn.Module, cache, tail: list[int], tree: TokenTree, n_cached: int,
+                 side: SideRows | None = None) -> torch.Tensor:
+    """One target forward over [tail | nodes | side rows] (tail: the context tokens not cached yet, at least
+    the pending one); the final normed hidden states (R, H), the LM head left to the caller (``TargetRows``).
+    Position ids: the tail continues the context, a node sits at its depth below the last context token, a
+    side row at its offset."""
     base = fast_decoder(model)
     device = base.embed_tokens.weight.device
-    ids = torch.tensor([list(tail) + list(tree.tokens)], dtype=torch.long, device=device)  # (1, R)
+    side_tokens, side_offsets = (list(side.tokens), list(side.offsets)) if side is not None else ([], [])
+    ids = torch.tensor([list(tail) + list(tree.tokens) + side_tokens], dtype=torch.long, device=device)  # (1, R)
     hidden = base.embed_tokens(ids)  # (1, R, H)
     last = n_cached + len(tail) - 1
-    positions = list(range(n_cached, n_cached + len(tail))) + [last + d for d in tree.depths]
+    positions = list(range(n_cached, n_cached + len(tail))) + [last + d for d in tree.depths + tuple(side_offsets)]
     position_ids = torch.tensor([positions], dtype=torch.long, device=device)  # (1, R)
-    mask = tree_mask(tree, n_cached, len(tail), hidden.dtype).to(device)
+    mask = tree_mask(tree, n_cached, len(tail), hidden.dtype, side).to(device)
     hidden = run_layers(base, base.layers, hidden, n_cached, cache, mask=mask, position_ids=position_ids)
     return base.norm(hidden)[0]  # (R, H)
 
@@ -203,8 +229,9 @@ def priced_size(probs: list[float], cost: list[float], draft_cost: float = 0.0) 
 @dataclass
 class TreeRound:
     """What one verification of a tree gave: the final normed states of its input positions (R, H; the
-    features a feature-level draft reads), the target's rows, the accepted path (node indices) and the
-    round's emitted tokens (the accepted nodes' and the target's own, cut at the end of the text)."""
+    features a feature-level draft reads), the target's rows, the accepted path (node indices), the
+    round's emitted tokens (the accepted nodes' and the target's own, cut at the end of the text) and the
+    side rows' logits."""
 
     hidden: torch.Tensor
     p: TargetRows
@@ -212,18 +239,26 @@ class TreeRound:
     path: list[int] = None
     emitted: list[int] = None
     n_accepted: int = 0
+    side_logits: torch.Tensor | None = None  # (read, V): the target's logits at the side rows read
 
 
 def verify_tree(model: torch.nn.Module, lm_head: torch.nn.Module, cache, n_cached: int, context: list[int],
-                tree: TokenTree, sampling: SamplingConfig) -> TreeRound:
-    """One target forward over [the context not cached yet | tree] and the target's rows after the context
-    and after each node (the LM head over up to 16 rows in one call)."""
+                tree: TokenTree, sampling: SamplingConfig, side: SideRows | None = None) -> TreeRound:
+    """One target forward over [the context not cached yet | tree | side rows] and the target's rows after
+    the context and after each node (the LM head over up to 16 rows in one call; the side rows' logits,
+    ``TreeRound.side_logits``, of the last ``side.read`` of them, in the same call when they fit)."""
     tail = context[n_cached:]
     with torch.inference_mode():
-        hidden = tree_forward(model, cache, tail, tree, n_cached)  # (R, H)
-        p = TargetRows(lm_head, hidden[len(tail) - 1:], sampling)
-        p.all_if_small()
-    return TreeRound(hidden, p, len(tail))
+        hidden = tree_forward(model, cache, tail, tree, n_cached, side)  # (R, H)
+        n_side = side.n_rows if side is not None else 0
+        rows = hidden[len(tail) - 1: hidden.shape[0] - n_side]  # (1 + N, H)
+        p = TargetRows(lm_head, rows, sampling)
+        read = (side.read or n_side) if n_side else 0
+        side_hidden = hidden[hidden.shape[0] - read:] if n_side else None  # (read, H)
+        side_logits = p.all_if_small(side_hidden)
+        if n_side and side_logits is None:
+            side_logits = lm_head(side_hidden)  # (read, V)
+    return TreeRound(hidden, p, len(tail), side_logits=side_logits)
 
 
 def accept_tree(verified: TreeRound, tree: TokenTree, cache, round: Round, sampling: SamplingConfig,

@@ -309,7 +309,7 @@ def register(method: Method) -> Method:
 
 
 # listed first, in this order; then any others
-ORDER = ("ar", "speculative", "eesd", "eagle", "eagle-tree", "bild", "bita", "suffix", "lenient", "hierarchical", "beam",
+ORDER = ("ar", "speculative", "eesd", "eagle", "eagle-tree", "bild", "bita", "suffix", "lookahead", "lenient", "hierarchical", "beam",
          "synthetic")
 
 
@@ -385,6 +385,17 @@ def parse_system(name: str) -> dict[str, Any] | None:
         keywords |= ({"draft": draft} if draft else {}) | ({"controller": controller} if controller else {})
     method.make_options({k: v for k, v in keywords.items() if k in method.keywords()})  # its values checked now
     return keywords
+
+
+def numbered_system(name: str, keywords: tuple[str, ...], syntax: str) -> Callable[[str], dict[str, Any]]:
+    """A ``Method.system`` for ``<name>[:a[:b …]]``: whole numbers, in order, as ``keywords``."""
+    def system(rest: str) -> dict[str, Any]:
+        parts = rest.split(":") if rest else []
+        if len(parts) > len(keywords) or not all(p.isdigit() for p in parts):
+            raise ExplorerError(f"bad system {clip(name + ':' + rest, 60)}: write {syntax}")
+        return dict(zip(keywords, map(int, parts)))
+
+    return system
 
 
 def trainers() -> list[Trainer]:

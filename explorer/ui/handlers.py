@@ -379,7 +379,8 @@ class Handlers:
 
         Args:
             prompt: the text to continue; it is wrapped in the model's chat template.
-            method: ar, speculative, eesd, eagle, bild, bita, suffix, lenient, hierarchical, beam or synthetic.
+            method: ar, speculative, eesd, eagle, eagle-tree, bild, bita, suffix, lookahead, lenient, hierarchical,
+                beam or synthetic.
             draft: the drafter: early-exit:N, feature-head, prompt-lookup:n or model:<name>; ar and bita
                 ignore it.
             gamma: tokens drafted per round, 1 to 64.

@@ -9,12 +9,11 @@ from __future__ import annotations
 import dataclasses
 
 from ...errors import ExplorerError
-from ...limits import clip
 from ...run import Decoding
 from ...trace.schema import COUNT
 from ...untrusted import ListOf, Record, number
 from ...engine.rounds import run_rounds
-from .. import Method, Options, Request, option, register
+from .. import Method, Options, Request, numbered_system, option, register
 from ..eagle.head import head_for
 from .step import EagleTreeStep
 
@@ -65,12 +64,7 @@ DETAIL = Record({
 }, strict=False)
 
 
-def system(rest: str) -> dict:
-    """``eagle-tree[:<m>[:<k>[:<depth>]]]`` as decode keywords."""
-    parts = rest.split(":") if rest else []
-    if len(parts) > 3 or not all(p.isdigit() for p in parts):
-        raise ExplorerError(f"bad system {clip('eagle-tree:' + rest, 60)}: write eagle-tree[:m[:k[:depth]]]")
-    return dict(zip(("eagle_tokens", "eagle_top_k", "eagle_depth"), map(int, parts)))
+SYNTAX = "eagle-tree[:m[:k[:depth]]]"
 
 
 register(Method(
@@ -84,10 +78,10 @@ register(Method(
     draft_words="EAGLE-2 drafts with the feature head shipped for the model: no drafter to choose",
     controller=False,
     detail=DETAIL,
-    system=system,
+    system=numbered_system("eagle-tree", ("eagle_tokens", "eagle_top_k", "eagle_depth"), SYNTAX),
     glossary="EAGLE-2 (Li et al.): the feature head proposes its **top-k** tokens at each position; a node's **value** "
              "(the product of the head's confidences down its path) estimates the chance the target accepts it; the k "
              "best-valued nodes of each depth are expanded, and the **m** best of all are verified as one tree. No "
              "separate draft model; lossless.",
-    system_syntax="eagle-tree[:m[:k[:depth]]]",
+    system_syntax=SYNTAX,
 ))
