@@ -80,7 +80,7 @@ def test_synthetic_is_lossless_and_measures_its_dials(default_model):
             later = [r for r in t.rounds[1:] if r.drafted]
             per_verify = sum(r.timing.verify_s for r in later) / sum(r.target_forwards for r in later)
             per_draft = sum(r.timing.draft_s for r in later) / sum(r.draft_forwards for r in later)
-            assert t.summary.c_measured == pytest.approx(per_draft / per_verify, rel=1e-9) and t.summary.c_measured > 0.1
+            assert t.summary.c_measured == pytest.approx(per_draft / per_verify, rel=1e-9) and t.summary.c_measured > 0.05
     assert explorer.load_trace(t.to_json()) == t
     with pytest.raises(explorer.ExplorerError, match="set temperature 0"):
         explorer.decode(default_model, PROMPT, method="synthetic", temperature=0.7)
