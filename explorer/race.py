@@ -20,6 +20,9 @@ from .errors import ExplorerError
 from .run import Decoding
 
 MAX_LANES = 3  # besides plain decoding
+# the lanes a race starts with: the two fastest lossless drafts on this project's CPU (the prompt's own text;
+# SuffixDecoding's corpora) and a trained one (EESD's early exit)
+DEFAULT_LANES = ("speculative:prompt-lookup:3", "suffix", "eesd")
 WARM_UP_TOKENS = 4
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..errors import ExplorerError
+from ..race import DEFAULT_LANES
 from . import _add_dtype, _write_report
 
 
@@ -13,7 +14,7 @@ def add_parser(sub) -> None:
     racing.add_argument("--shipped", action="store_true", help="race one shipped prompt of each category")
     racing.add_argument("--lane", action="append", dest="lanes", metavar="SYSTEM",
                         help="a system as bench names it, or bild:<draft> (repeatable, at most 3; default: "
-                             "speculative:prompt-lookup:3, eesd, bita)")
+                             f"{', '.join(DEFAULT_LANES)})")
     racing.add_argument("--model", default="default")
     _add_dtype(racing)
     racing.add_argument("--max-new-tokens", type=int, default=64)
@@ -30,7 +31,7 @@ def handle(args) -> int:
 
     if (args.prompt is None) == (not args.shipped):
         raise ExplorerError("give exactly one of --prompt TEXT or --shipped")
-    lanes = args.lanes or ["speculative:prompt-lookup:3", "eesd", "bita"]
+    lanes = args.lanes or list(DEFAULT_LANES)
     race.parse_lanes(lanes)  # refused before any model loads
     if args.shipped:
         seen, prompts = set(), []

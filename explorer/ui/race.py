@@ -29,7 +29,6 @@ from .session import StopRequests, session_id
 
 log = logging.getLogger(__name__)
 RACE_STOPS = StopRequests()
-DEFAULT_LANES = ("speculative:prompt-lookup:3", "eesd", "bita")
 SHOW_EVERY_S = 0.25  # the lanes are redrawn at most this often (drawing shares the CPU with the race)
 
 
@@ -50,7 +49,7 @@ def race_section() -> RaceSection:
                 "to download or upload again later).")
     with gr.Row():
         lanes = [gr.Dropdown(["none", *race.race_systems()], value=value, label=f"lane {i + 2}", allow_custom_value=True,
-                             elem_id=f"race-lane-{i + 2}") for i, value in enumerate(DEFAULT_LANES)]
+                             elem_id=f"race-lane-{i + 2}") for i, value in enumerate(race.DEFAULT_LANES)]
     with gr.Row():
         run = gr.Button("▶ Start the race", variant="primary", elem_id="race-run")
         stop = gr.Button("■ Stop the race", variant="stop", elem_id="race-stop")
