@@ -309,8 +309,8 @@ def register(method: Method) -> Method:
 
 
 # listed first, in this order; then any others
-ORDER = ("ar", "speculative", "eesd", "eagle", "eagle-tree", "bild", "bita", "suffix", "lookahead", "lenient", "hierarchical", "beam",
-         "synthetic")
+ORDER = ("ar", "speculative", "eesd", "eagle", "eagle-tree", "bild", "bita", "suffix", "lookahead", "lenient",
+         "hierarchical", "beam", "synthetic")
 
 
 _discovered = False

@@ -41,7 +41,7 @@ class LookaheadStep:
     def __call__(self, round: Round):
         clock, context = round.clock, round.context
         # 1. draft: the pool's guesses after the last decided token, as one tree (room for the target's own token)
-        offered = self.pool.candidates(context[-1])[: self.options.guesses]
+        offered = self.pool.candidates(context[-1])  # at most G: the pool keeps G per first token
         guesses = [gram for gram, _ in offered]
         tokens, parents, share, ends = trie(guesses, round.budget - 1)
         tree = TokenTree.build(tokens, parents, share)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import random
 from collections import OrderedDict
+from functools import lru_cache
 
 import torch
 
@@ -54,9 +55,11 @@ class Window:
         return grams
 
 
+@lru_cache(maxsize=64)
 def visibility(n_levels: int, width: int) -> torch.Tensor:
     """(E, E) bool over a window's rows, level by level: level l's column j sees level 0's columns 0 … j and
-    column j of levels 1 … l (itself included) — the lookahead branch of the paper's Figure 2(b)."""
+    column j of levels 1 … l (itself included) — the lookahead branch of the paper's Figure 2(b). One per shape
+    (every round of a run asks for the same one): read it, never write it."""
     visible = torch.zeros(n_levels * width, n_levels * width, dtype=torch.bool)  # (E, E)
     for l in range(n_levels):
         for j in range(width):
