@@ -111,19 +111,20 @@ def _race_system(name: str) -> System:
 
 def start(model, prompt: str | None, systems: list[str], *, prompt_ids: list[int] | None = None,
           temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, max_new_tokens: int = 64, seed: int = 0,
-          chat: bool = True, dtype: str | None = None, session: str = "") -> list[Lane]:
+          chat: bool = True, dtype: str | None = None, device: str | None = None, session: str = "") -> list[Lane]:
     """Lanes ready to race: every decode validated and started before the first round, and every system run
     once for a few tokens first (untimed), so that no lane pays for loading its draft or a first call's
-    allocations inside the race. ``dtype``: the target's (``None``: float32 on the CPU); ``session``: whose
-    earlier outputs a lane that learns from them may use (the warm-ups are kept out of it)."""
-    target = load_cached(model, None, dtype)
+    allocations inside the race. ``dtype``: the target's (``None``: float32 on the CPU); ``device``: ``None``
+    for the engine's default; ``session``: whose earlier outputs a lane that learns from them may use (the
+    warm-ups are kept out of it)."""
+    target = load_cached(model, device, dtype)
     lanes = []
     for system in parse_lanes(systems):
         stream(target, None if prompt_ids else prompt, prompt_ids=prompt_ids, max_new_tokens=WARM_UP_TOKENS,
-               chat=chat, session=f"{session}:warm-up", **decode_keywords(system)).run()
+               chat=chat, device=device, session=f"{session}:warm-up", **decode_keywords(system)).run()
         decoding = stream(target, None if prompt_ids else prompt, prompt_ids=prompt_ids, temperature=temperature,
                           top_k=top_k, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed, chat=chat,
-                          session=session, **decode_keywords(system))
+                          device=device, session=session, **decode_keywords(system))
         prompt_ids = list(decoding.prompt_ids)  # every lane decodes the same tokens
         lanes.append(Lane(system, decoding))
     return lanes

@@ -20,6 +20,7 @@ from explorer.audit import MAX_AUDIT_RUNS, sampling_audit
 from explorer.viz.audit import sampling_audit_figure, sampling_audit_text
 
 from .inputs import decode_options, precision, whole
+from . import zerogpu
 from .jobs import WORK, stopped
 from .page import Page
 from .session import session_id
@@ -68,11 +69,17 @@ def wire_audit(page: Page, section: AuditSection, concurrency_limit: int) -> Non
             runs = whole("runs", values[section.runs])
             temperature = options.pop("temperature") or AUDIT_TEMPERATURE
             del options["max_new_tokens"]  # the audit decodes two tokens a run
-            progress(0, desc="seeded runs of the first tokens")
-            with WORK.slot():
-                result = sampling_audit(values[page.model], values[page.prompt], runs=runs, temperature=temperature,
-                                        progress=lambda done, total: progress(done / total, desc=f"run {done} of {total}"),
-                                        should_stop=lambda: stopped(session), **options)
+            hardware = values.get(page.hardware)
+            if zerogpu.use_gpu(hardware):  # the whole audit in one GPU call
+                progress(0, desc=f"{runs} seeded runs on a ZeroGPU GPU")
+                result = zerogpu.audit_run(values[page.model], values[page.prompt], runs, temperature, options)
+            else:
+                progress(0, desc="seeded runs of the first tokens")
+                with WORK.slot():
+                    result = sampling_audit(values[page.model], values[page.prompt], runs=runs, temperature=temperature,
+                                            progress=lambda done, total: progress(done / total, desc=f"run {done} of {total}"),
+                                            should_stop=lambda: stopped(session), device=zerogpu.device_for(hardware),
+                                            **options)
         except explorer.ExplorerError as err:
             raise gr.Error(html.escape(one_line(err))) from None
         except Exception:  # the stack trace goes to the log, never to the page

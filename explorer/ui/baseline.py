@@ -63,11 +63,11 @@ def machine_speed_ms() -> float:
 
 
 def baseline_key(trace) -> tuple:
-    """What makes two runs comparable: same model in the same dtype, prompt tokens, sampling settings, length
-    and seed."""
+    """What makes two runs comparable: same model in the same dtype on the same device (a ZeroGPU Space runs
+    both), prompt tokens, sampling settings, length and seed."""
     s = trace.settings
-    return (trace.model, trace.dtype, tuple(trace.prompt_ids), s.temperature, s.top_k, s.top_p, s.max_new_tokens,
-            s.seed)
+    return (trace.model, trace.dtype, trace.device, tuple(trace.prompt_ids), s.temperature, s.top_k, s.top_p,
+            s.max_new_tokens, s.seed)
 
 
 def _ago(seconds: float) -> str:
@@ -136,6 +136,7 @@ def baseline_stream(trace) -> explorer.Decoding:
     return explorer.stream(
         trace.model, prompt_ids=list(trace.prompt_ids), method="ar", temperature=s.temperature, top_k=s.top_k,
         top_p=s.top_p, max_new_tokens=s.max_new_tokens, seed=s.seed, chat=s.chat, dtype=trace.dtype,
+        device=trace.device,
     )
 
 

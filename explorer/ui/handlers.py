@@ -24,7 +24,9 @@ from explorer.viz.audit import greedy_audit_text
 
 from .baseline import BASELINES, baseline_stream, machine_speed_ms
 from .inputs import decode_options, precision
-from . import jobs, trace_files
+from explorer.methods.suffix.corpus import HISTORY
+
+from . import jobs, trace_files, zerogpu
 from .trace_files import write_trace_file
 from .session import RUNS, STOPS, session_id
 from .views import slot_updates
@@ -64,6 +66,10 @@ class Handlers:
                                      values[p.seed])
             options |= p.options.keywords(options["method"], values) | {"dtype": precision(values[p.precision])}
             prompt = values[p.prompt]
+            if zerogpu.use_gpu(values.get(p.hardware)):
+                yield from self._run_on_zero_gpu(model, prompt, session, options, alpha, c, c_hat)
+                return
+            options |= {"device": zerogpu.device_for(values.get(p.hardware))}
             yield {p.status: f"⏳ Loading {viz.safe_markdown(model)} and encoding the prompt…"}
             decoding = explorer.stream(model, prompt, session=session, **options)
             speed = machine_speed_ms()  # the machine's pace now: is a cached baseline still comparable?
@@ -114,6 +120,34 @@ class Handlers:
                               "what the page showed is kept — try again or change the settings")
         finally:
             STOPS.end(session)
+
+    def _run_on_zero_gpu(self, model, prompt, session, options, alpha, c, c_hat):
+        """On a ZeroGPU Space: the run and plain decoding on its settings in one GPU call
+        (``zerogpu.decode_run``), then the page plays its rounds from the first."""
+        p = self.page
+        asked = zerogpu.duration_s(2 * options["max_new_tokens"])
+        yield {p.status: f"⏳ Waiting for a ZeroGPU GPU (asking for up to {asked} s of your GPU quota). The whole run "
+                         "and plain decoding on the same settings decode there in one go; then the rounds play here. "
+                         "Stop cannot end a run that is on the GPU."}
+        started = time.perf_counter()
+        result = zerogpu.decode_run(model, prompt, session, options, True, HISTORY.export(session))
+        HISTORY.replace(session, result["history"])  # suffix's memory of this session's outputs
+        trace = explorer.load_trace(result["trace"])
+        baseline = explorer.load_trace(result["baseline"]) if result["baseline"] else None
+        for run in (trace, baseline):
+            if run is not None:
+                zerogpu.PACE.add(run.summary.wall_s, run.summary.new_tokens)
+        if baseline is not None:
+            BASELINES.put(baseline)
+        updates = self._finished(trace, baseline, alpha, c, c_hat, session,
+                                 which="Compared with plain decoding run right after it on the same GPU, in the same call.")
+        updates[p.status] = (f"Decoded on a ZeroGPU GPU ({trace.device}); the call took {time.perf_counter() - started:.1f} "
+                             f"s with the wait. Its rounds play here from the first (Pause stops them).\n\n"
+                             f"{updates[p.status]}")
+        if len(trace.rounds) > 1:  # play it: the page shows the rounds as if they were decoding now
+            updates.update({p.round_slider: _slider(len(trace.rounds), 1), **self._round(trace, 0), p.timer: gr.Timer(active=True),
+                            p.play_btn: gr.Button(value="⏸ Pause"), p.playing: True})
+        yield updates
 
     def stop(self, shown: str | None, request: gr.Request):
         """Ask this session's decode to stop after its current round (it keeps what it decoded). With
@@ -399,7 +433,14 @@ class Handlers:
             # no controller: the engine's default (fixed γ), except eesd's Thompson sampling from its preset
             options = decode_options(method, draft, gamma, None, temperature, 0, 1.0, max_new_tokens, seed)
             # the caller's session (a suffix run drafts from its own earlier outputs, never another caller's)
-            decoding = explorer.stream(model, prompt, session=session_id(request), **options)
+            session = session_id(request)
+            if zerogpu.ON_ZERO_GPU:  # the whole decode in one GPU call
+                yield "decoding on a ZeroGPU GPU (the whole run in one call)"
+                result = zerogpu.decode_run(model, prompt, session, options, False, HISTORY.export(session))
+                HISTORY.replace(session, result["history"])
+                yield result["trace"]
+                return
+            decoding = explorer.stream(model, prompt, session=session, **options)
             tokens = searched = 0
             for r in decoding.steps():
                 if r is None:  # a step of work between rounds (beam search): a cancelled job ends here

@@ -28,6 +28,7 @@ from .handlers import Handlers, forget_session
 from .inputs import PRECISIONS, precision_info
 from .trace_files import TRACE_DIR
 from .jobs import DECODE_CONCURRENCY, gated
+from . import zerogpu
 from .my_runs import my_runs_section, wire_my_runs
 from .options import build_options_panel
 from .page import Page
@@ -119,6 +120,10 @@ def build_demo() -> gr.Blocks:
                             method = gr.Dropdown(list(explorer.METHODS), value=first.method, label="Method", elem_id="method")
                             precision = gr.Dropdown(list(PRECISIONS), value="float32", label="Precision",
                                                     info=precision_info(), elem_id="precision", min_width=130)
+                            # only on a ZeroGPU Space: where a run decodes (the CPU when the GPU quota is spent)
+                            hardware = gr.Radio(list(zerogpu.HARDWARE), value="GPU", label="Hardware",
+                                                info="ZeroGPU: a shared GPU, charged to your quota; or this Space's CPU",
+                                                visible=zerogpu.ON_ZERO_GPU, elem_id="hardware", min_width=130)
                         with gr.Row():
                             draft = gr.Dropdown(draft_examples(), value=first.draft, label="Drafter", allow_custom_value=True,
                                                 info=" · ".join(kind.form for kind in KINDS.values()), elem_id="draft")
@@ -205,7 +210,7 @@ def build_demo() -> gr.Blocks:
                     upload = gr.UploadButton("⬆ Upload a trace (.json) to replay", file_types=[".json"], type="binary",
                                              elem_id="trace-upload")
 
-        page = Page(prompt=prompt, model=model, precision=precision, method=method, draft=draft, gamma=gamma, controller=controller,
+        page = Page(prompt=prompt, model=model, precision=precision, hardware=hardware, method=method, draft=draft, gamma=gamma, controller=controller,
                     temperature=temperature, top_k=top_k, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed,
                     run_btn=run_btn, stop_btn=stop_btn, status=status, banner=banner, tokens=tokens,
                     round_slider=round_slider, prev_btn=prev_btn, play_btn=play_btn, next_btn=next_btn,

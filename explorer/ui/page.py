@@ -17,6 +17,7 @@ class Page:
     prompt: gr.Textbox
     model: gr.Dropdown
     precision: gr.Dropdown  # the target's dtype: float32 or bfloat16 (``inputs.precision``)
+    hardware: gr.Radio  # GPU or CPU, shown only on a ZeroGPU Space (``zerogpu``)
     method: gr.Dropdown
     draft: gr.Dropdown
     gamma: gr.Slider
@@ -60,7 +61,7 @@ class Page:
 
     def run_inputs(self) -> set:
         """What a run reads: the handler receives them as one dict keyed by component."""
-        return {self.prompt, self.model, self.precision, self.method, self.draft, self.gamma, self.controller, self.temperature,
+        return {self.prompt, self.model, self.precision, self.hardware, self.method, self.draft, self.gamma, self.controller, self.temperature,
                 self.top_k, self.top_p, self.max_new_tokens, self.seed, self.theory_alpha, self.theory_c,
                 self.theory_c_hat, *self.options.components()}
 

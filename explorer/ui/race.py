@@ -22,7 +22,7 @@ from explorer.viz.race import RACE_CSS, race_html
 from .trace_files import race_folder
 from .inputs import decode_options, precision
 from .page import Page
-from . import jobs
+from . import jobs, zerogpu
 from .jobs import gated
 from .sections import CompareView
 from .session import StopRequests, session_id
@@ -69,10 +69,22 @@ def wire_race(page: Page, section: RaceSection, compare: CompareView, concurrenc
                                      values[page.top_p], values[page.max_new_tokens], values[page.seed])
             yield {section.view: "<div class='race'><div class='race-clock'>⏳ Loading the models of every "
                                  "lane…</div></div>", section.download: gr.DownloadButton(interactive=False)}
-            lanes = race.start(values[page.model], values[page.prompt], [values[d] for d in section.lanes],
-                               temperature=options["temperature"], top_k=options["top_k"], top_p=options["top_p"],
-                               max_new_tokens=options["max_new_tokens"], seed=options["seed"],
-                               dtype=precision(values[page.precision]), session=session)
+            keywords = {"temperature": options["temperature"], "top_k": options["top_k"], "top_p": options["top_p"],
+                        "max_new_tokens": options["max_new_tokens"], "seed": options["seed"],
+                        "dtype": precision(values[page.precision]), "session": session}
+            systems = [values[d] for d in section.lanes]
+            hardware = values.get(page.hardware)
+            if zerogpu.use_gpu(hardware):  # the whole race in one GPU call, drawn when it ends
+                yield {section.view: "<div class='race'><div class='race-clock'>⏳ Racing on a ZeroGPU GPU (the whole "
+                                     "race in one call; it is drawn when it ends)…</div></div>"}
+                result = zerogpu.race_run(values[page.model], values[page.prompt], systems, keywords)
+                shown = compare.show(result["report"])
+                yield {section.view: race_html(result["lanes"], options["max_new_tokens"]),
+                       section.download: gr.DownloadButton(value=str(_write_report(shown[compare.report], session)),
+                                                           interactive=True), **shown}
+                return
+            lanes = race.start(values[page.model], values[page.prompt], systems, device=zerogpu.device_for(hardware),
+                               **keywords)
             shown = 0.0
             for _ in race.steps(lanes):
                 if RACE_STOPS.pending(session) or jobs.stopped(session):
@@ -96,7 +108,7 @@ def wire_race(page: Page, section: RaceSection, compare: CompareView, concurrenc
         if not RACE_STOPS.request(session_id(request)):
             gr.Info("No race is running.")
 
-    section.run.click(gated(run_race), inputs={page.model, page.precision, page.prompt, page.temperature, page.top_k, page.top_p,
+    section.run.click(gated(run_race), inputs={page.model, page.precision, page.hardware, page.prompt, page.temperature, page.top_k, page.top_p,
                                         page.max_new_tokens, page.seed, *section.lanes},
                       outputs=[section.view, section.download, *compare.outputs()],
                       concurrency_limit=concurrency_limit, concurrency_id="decode", show_progress="hidden",

@@ -21,6 +21,7 @@ import gradio as gr
 from explorer import bench, sweep
 from explorer.errors import ExplorerError, one_line
 from explorer.reports import load_bench_report
+from explorer.ui import zerogpu
 from explorer.ui.jobs import WORK, stopped
 from explorer.ui.session import session_id
 from explorer.viz import empty_figure, safe_markdown
@@ -134,11 +135,15 @@ def bild_sweep_section(concurrency_limit: int) -> None:
             fbs = parse_thresholds(fb_text, "α_FB", allow_inf=False)
             rbs = parse_thresholds(rb_text, "α_RB", allow_inf=True)
             texts = [p["text"] for p in bench.load_prompts()[: int(n_prompts)]]
-            progress(0, desc="large model's own outputs (the reference)")
-            with WORK.slot():
-                report = sweep.bild_sweep("default", str(draft_spec).strip(), fbs, rbs, int(n_tokens), prompts=texts,
-                                          progress=lambda done, total, line: progress(done / total, desc=line),
-                                          should_stop=lambda: stopped(session))
+            if zerogpu.ON_ZERO_GPU:  # the whole sweep in one GPU call
+                progress(0, desc="the sweep on a ZeroGPU GPU")
+                report = zerogpu.sweep_run(str(draft_spec).strip(), fbs, rbs, int(n_tokens), texts)
+            else:
+                progress(0, desc="large model's own outputs (the reference)")
+                with WORK.slot():
+                    report = sweep.bild_sweep("default", str(draft_spec).strip(), fbs, rbs, int(n_tokens), prompts=texts,
+                                              progress=lambda done, total, line: progress(done / total, desc=line),
+                                              should_stop=lambda: stopped(session))
         except ExplorerError as err:
             raise gr.Error(html.escape(one_line(err))) from None  # toasts render HTML; the message may quote input
         return sweep_figure(report), sweep.markdown(report)
@@ -173,11 +178,16 @@ def theory_lab_section(concurrency_limit: int) -> None:
         try:
             grid = sweep.lab_grid(parse_numbers(alpha_text, "α"), parse_numbers(gamma_text, "γ"),
                                   parse_numbers(cost_text, "c"))
-            progress(0, desc="the target's own output and its T(n), measured")
-            with WORK.slot():
-                report = sweep.theory_sweep("default", *grid, int(n_tokens), prompts=[bench.load_prompts()[0]["text"]],
-                                            progress=lambda done, total, line: progress(done / total, desc=line),
-                                            should_stop=lambda: stopped(session))
+            prompts = [bench.load_prompts()[0]["text"]]
+            if zerogpu.ON_ZERO_GPU:  # the whole lab in one GPU call
+                progress(0, desc="the lab on a ZeroGPU GPU")
+                report = zerogpu.lab_run(*grid, int(n_tokens), prompts)
+            else:
+                progress(0, desc="the target's own output and its T(n), measured")
+                with WORK.slot():
+                    report = sweep.theory_sweep("default", *grid, int(n_tokens), prompts=prompts,
+                                                progress=lambda done, total, line: progress(done / total, desc=line),
+                                                should_stop=lambda: stopped(session))
         except ExplorerError as err:
             raise gr.Error(html.escape(one_line(err))) from None
         return theory_lab_figure(report), sweep.theory_markdown(report)

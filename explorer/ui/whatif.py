@@ -17,6 +17,7 @@ from explorer.reports import load_bench_report
 from explorer.viz import safe_markdown
 from explorer.viz.whatif import whatif_figure
 
+from . import zerogpu
 from .jobs import WORK
 from .sections import LATEST_BENCH
 from .session import RUNS, session_id
@@ -75,7 +76,9 @@ def whatif_section(concurrency_limit: int) -> WhatIfSection:
             drafters = _drafters(pasted, upload_bytes, gamma_value, with_mine, with_shipped, request)
             c = whatif.check_draft_cost(_blank_or(c, float, "the draft cost c"))
             measured_on = None
-            if str(curve_text or "").strip().lower() == "measure":
+            if str(curve_text or "").strip().lower() == "measure" and zerogpu.ON_ZERO_GPU:
+                curve, measured_on = zerogpu.verify_cost_run(max(d.positions for d in drafters))
+            elif str(curve_text or "").strip().lower() == "measure":
                 with WORK.slot():  # ≈ 6 × (K + 1) target forwards: the decodes' work, counted with them
                     curve, measured_on = whatif.measure_verify_cost(
                         "default", max(d.positions for d in drafters), progress=lambda line: progress(0.5, desc=line))

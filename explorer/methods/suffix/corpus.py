@@ -341,6 +341,21 @@ class History:
             while len(self._outputs) > self.MAX_SESSIONS:
                 self._outputs.pop(next(iter(self._outputs)))
 
+    def export(self, session: str) -> list[tuple[str, list[int]]]:
+        """The session's outputs as plain data, (model fingerprint, tokens) oldest first: what a GPU worker
+        (another process, ``ui.zerogpu``) is handed and hands back."""
+        with self._lock:
+            return [(fingerprint, output.tolist()) for (fingerprint, owner), kept in self._outputs.items()
+                    if owner == session for output in kept]
+
+    def replace(self, session: str, outputs: list[tuple[str, list[int]]]) -> None:
+        """The session's outputs become ``outputs`` (``export``'s form, from another process), bounded as ``add``."""
+        with self._lock:
+            for key in [key for key in self._outputs if key[1] == session]:
+                del self._outputs[key]
+        for fingerprint, output in outputs:
+            self.add(str(fingerprint), session, [int(t) for t in output])
+
     def corpus(self, fingerprint: str, session: str, sep: int) -> np.ndarray:
         """The session's outputs joined, each followed by ``sep``."""
         with self._lock:
