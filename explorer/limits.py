@@ -66,15 +66,38 @@ MAX_REPORT_ROWS = 256  # systems in one benchmark report
 # -- loaded models ------------------------------------------------------------------------------------
 MODEL_CACHE_BYTES = _env_int("EXPLORER_MODEL_CACHE_MB", 4096, 64, 1_000_000) * 2**20
 HF_MAX_PARAMS = _env_int("EXPLORER_HF_MAX_PARAMS_M", 1000 if ON_SPACE else 1_000_000, 1, 1_000_000) * 10**6
+# The GPU pair's target (``explorer.pairs``): a Space with a GPU also loads it, and up to its size
+GPU_PAIR_TARGET = "HuggingFaceTB/SmolLM2-1.7B-Instruct"
+GPU_SPACE_MAX_PARAMS = 2000 * 10**6
+
+
+def gpu_present() -> bool:
+    """A GPU this process can decode on: a ZeroGPU Space (attached per call) or a CUDA device."""
+    if str(os.environ.get("SPACES_ZERO_GPU", "")).strip().lower() in ("1", "t", "true"):
+        return True
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def hf_max_params() -> int:
+    """The most parameters an ``hf:`` model may have: ``HF_MAX_PARAMS``, raised on a Space with a GPU to fit
+    the GPU pair's target (unless ``EXPLORER_HF_MAX_PARAMS_M`` says otherwise)."""
+    if ON_SPACE and "EXPLORER_HF_MAX_PARAMS_M" not in os.environ and gpu_present():
+        return max(HF_MAX_PARAMS, GPU_SPACE_MAX_PARAMS)
+    return HF_MAX_PARAMS
 
 
 def hf_allow_list() -> frozenset[str] | None:
     """Hub ids an ``hf:`` model may name: ``EXPLORER_HF_ALLOW`` (comma-separated; ``*`` = any), by
-    default the SmolLM2 family on a Space and any id elsewhere (``None``)."""
+    default the SmolLM2 family on a Space (with the GPU pair's 1.7B target where a GPU is present) and any
+    id elsewhere (``None``)."""
     raw = os.environ.get("EXPLORER_HF_ALLOW")
     if raw is None:
         raw = ("HuggingFaceTB/SmolLM2-135M-Instruct,HuggingFaceTB/SmolLM2-360M-Instruct,"
                "HuggingFaceTB/SmolLM2-135M,HuggingFaceTB/SmolLM2-360M") if ON_SPACE else "*"
+        if ON_SPACE and gpu_present():
+            raw += f",{GPU_PAIR_TARGET}"
     ids = {part.strip() for part in raw.split(",") if part.strip()}
     return None if "*" in ids else frozenset(ids)
 

@@ -13,7 +13,9 @@ def add_parser(sub) -> None:
     from ..engine.controllers import CONTROLLERS, DEFAULT_CONTROLLER, DEFAULT_GAMMA
 
     bench = sub.add_parser("bench", help="benchmark HF generate and our methods side by side")
-    bench.add_argument("--model", default="default")
+    bench.add_argument("--model", help="default | hf:ORG/NAME | tiny-random[:SEED[:LAYERS]] (default: default)")
+    bench.add_argument("--pair", help="a target and its drafts: smollm2-1.7b | tiny; sets --model and, where no "
+                       "--system is given, the systems (hf-generate, ar and speculative with each of its drafts)")
     bench.add_argument("--system", action="append", dest="systems", metavar="NAME",
                        help=f"hf-generate | ar | speculative:<draft> (repeatable; default: {' '.join(DEFAULT_SYSTEMS)})")
     bench.add_argument("--repeats", type=int, default=3)
@@ -37,7 +39,16 @@ def handle(args) -> int:
 
     if args.repeats < 1 or args.max_new_tokens < 1:
         raise ExplorerError("--repeats and --max-new-tokens must be at least 1")
-    report = bench.run(args.model, tuple(args.systems or bench.DEFAULT_SYSTEMS), repeats=args.repeats,
+    systems = tuple(args.systems or bench.DEFAULT_SYSTEMS)
+    if args.pair is not None:
+        from ..pairs import get_pair
+
+        if args.model is not None:
+            raise ExplorerError("give --pair or --model, not both (a pair names its target model)")
+        pair = get_pair(args.pair)
+        args.model = pair.target
+        systems = tuple(args.systems or ("hf-generate", "ar", *(f"speculative:{d}" for d in pair.drafts)))
+    report = bench.run(args.model or "default", systems, repeats=args.repeats,
                        max_new_tokens=args.max_new_tokens, temperature=args.temperature, gamma=args.gamma,
                        controller=args.controller, quick=args.quick, device=args.device, dtype=args.dtype,
                        prompts=bench.heldout_prompts() if args.prompts == "heldout" else None)

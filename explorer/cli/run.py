@@ -17,7 +17,10 @@ def add_parser(sub) -> None:
     run = sub.add_parser("run", help="decode one prompt and print the text and a summary")
     run.add_argument("--prompt", help="the prompt text (wrapped in the chat template unless --raw)")
     run.add_argument("--prompt-ids", help="comma-separated token ids instead of --prompt")
-    run.add_argument("--model", default="default", help="default | hf:ORG/NAME | tiny-random[:SEED[:LAYERS]]")
+    run.add_argument("--model", help="default | hf:ORG/NAME | tiny-random[:SEED[:LAYERS]] (default: default)")
+    run.add_argument("--pair", help="a target with the draft that suits it: smollm2-1.7b (SmolLM2-1.7B drafted by the "
+                     "default 135M model; needs the Hub, pays on a GPU) | tiny (offline stand-in); sets --model, and "
+                     "--draft and --gamma where not given")
     run.add_argument("--method", choices=list(METHODS), help="default: speculative with --draft, else ar")
     run.add_argument("--draft", help="model:<name> | early-exit:N | prompt-lookup:n")
     run.add_argument("--gamma", type=int, help="tokens drafted per round (the start value for heuristic, the cap "
@@ -49,6 +52,16 @@ def handle(args) -> int:
             prompt_ids = [int(x) for x in args.prompt_ids.split(",") if x.strip()]
         except ValueError:
             raise ExplorerError("--prompt-ids must be comma-separated whole numbers, e.g. 1,2,3") from None
+    if args.pair is not None:
+        from ..pairs import get_pair
+
+        if args.model is not None:
+            raise ExplorerError("give --pair or --model, not both (a pair names its target model)")
+        pair = get_pair(args.pair)
+        args.model, args.draft = pair.target, args.draft or pair.drafts[0]
+        args.gamma = args.gamma if args.gamma is not None else pair.gamma
+        print(f"pair {pair.name}: {pair.why()}", file=sys.stderr)
+    args.model = args.model or "default"
     trace = decode(
         args.model, args.prompt, prompt_ids=prompt_ids, method=args.method, draft=args.draft, gamma=args.gamma,
         controller=args.controller, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,

@@ -80,9 +80,10 @@ def _check_hub_reachable(repo: str) -> None:
             f"({_first_line(err)}): use the model 'default' offline"
         ) from None
     params = getattr(getattr(info, "safetensors", None), "total", None)
-    if params is not None and params > limits.HF_MAX_PARAMS:
+    most = limits.hf_max_params()
+    if params is not None and params > most:
         raise ModelLoadError(f"hf:{repo} has {params / 1e6:,.0f} M parameters; this server loads at most "
-                             f"{limits.HF_MAX_PARAMS / 1e6:,.0f} M (EXPLORER_HF_MAX_PARAMS_M)")
+                             f"{most / 1e6:,.0f} M (EXPLORER_HF_MAX_PARAMS_M)")
 
 
 def _hub_tokenizer(repo: str, local_only: bool):

@@ -25,6 +25,7 @@ from explorer.viz.audit import greedy_audit_text
 from .baseline import BASELINES, baseline_stream, machine_speed_ms
 from .inputs import decode_options, precision
 from explorer.methods.suffix.corpus import HISTORY
+from explorer.pairs import GPU_PAIR, get_pair
 
 from . import jobs, trace_files, zerogpu
 from .trace_files import write_trace_file
@@ -390,6 +391,16 @@ class Handlers:
             if said:
                 updates[p.status] = viz.safe_markdown("".join(said).strip())
         return updates
+
+    def use_pair(self, name: str = GPU_PAIR) -> dict:
+        """A model pair (``explorer.pairs``) on the page: its target, speculative decoding with its first draft and
+        its γ, and why drafting pays there in the status."""
+        p, pair = self.page, get_pair(name)
+        return {p.model: pair.target, p.method: "speculative",
+                p.draft: gr.Dropdown(value=pair.drafts[0], interactive=True, allow_custom_value=True),
+                p.gamma: gr.Number(value=pair.gamma, interactive=True, visible=True),
+                p.status: viz.safe_markdown(f"{pair.why()} {pair.fetch[:1].upper() + pair.fetch[1:] + '. ' if pair.fetch else ''}"
+                                            "Press Run.")}
 
     def upload(self, data, alpha, c, c_hat, request: gr.Request):
         """Replay an uploaded trace; a bad file leaves the session's current trace as it was."""

@@ -27,6 +27,9 @@ from . import disk
 from .handlers import Handlers, forget_session
 from .inputs import PRECISIONS, precision_info
 from .trace_files import TRACE_DIR
+from explorer.limits import gpu_present
+from explorer.pairs import GPU_PAIR, PAIRS
+
 from .jobs import DECODE_CONCURRENCY, gated
 from . import zerogpu
 from .my_runs import my_runs_section, wire_my_runs
@@ -124,6 +127,9 @@ def build_demo() -> gr.Blocks:
                             hardware = gr.Radio(list(zerogpu.HARDWARE), value="GPU", label="Hardware",
                                                 info="ZeroGPU: a shared GPU, charged to your quota; or this Space's CPU",
                                                 visible=zerogpu.ON_ZERO_GPU, elem_id="hardware", min_width=130)
+                        # where a GPU is present: the target where drafting pays (explorer.pairs)
+                        pair_btn = gr.Button(f"GPU pair: {PAIRS[GPU_PAIR].label} drafted by the 135M default",
+                                             visible=gpu_present(), size="sm", elem_id="gpu-pair")
                         with gr.Row():
                             draft = gr.Dropdown(draft_examples(), value=first.draft, label="Drafter", allow_custom_value=True,
                                                 info=" · ".join(kind.form for kind in KINDS.values()), elem_id="draft")
@@ -210,7 +216,7 @@ def build_demo() -> gr.Blocks:
                     upload = gr.UploadButton("⬆ Upload a trace (.json) to replay", file_types=[".json"], type="binary",
                                              elem_id="trace-upload")
 
-        page = Page(prompt=prompt, model=model, precision=precision, hardware=hardware, method=method, draft=draft, gamma=gamma, controller=controller,
+        page = Page(prompt=prompt, model=model, precision=precision, hardware=hardware, pair_btn=pair_btn, method=method, draft=draft, gamma=gamma, controller=controller,
                     temperature=temperature, top_k=top_k, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed,
                     run_btn=run_btn, stop_btn=stop_btn, status=status, banner=banner, tokens=tokens,
                     round_slider=round_slider, prev_btn=prev_btn, play_btn=play_btn, next_btn=next_btn,
@@ -273,5 +279,6 @@ def _wire(p: Page, h: Handlers) -> None:
                        trigger_mode="always_last", **quiet)
     p.method.change(h.method_changed, inputs=[p.method, p.model, p.draft, p.gamma, p.controller],
                     outputs=[p.banner, p.draft, p.controller, p.gamma, p.status, *p.options.boxes.values()], **quiet)
+    p.pair_btn.click(h.use_pair, outputs=[p.model, p.method, p.draft, p.gamma, p.status], **quiet)
     p.upload.upload(h.upload, inputs=[p.upload, *theory_inputs], outputs=p.everything(), **quiet)
     gr.api(gated(h.api_decode), api_name="decode", concurrency_limit=DECODE_CONCURRENCY, concurrency_id="decode")

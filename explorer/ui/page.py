@@ -18,6 +18,7 @@ class Page:
     model: gr.Dropdown
     precision: gr.Dropdown  # the target's dtype: float32 or bfloat16 (``inputs.precision``)
     hardware: gr.Radio  # GPU or CPU, shown only on a ZeroGPU Space (``zerogpu``)
+    pair_btn: gr.Button  # the GPU pair (``explorer.pairs``), shown where a GPU is present
     method: gr.Dropdown
     draft: gr.Dropdown
     gamma: gr.Slider
