@@ -153,6 +153,29 @@ def test_training_lowers_the_loss_is_seeded_resumes_and_writes_an_artifact(tiny,
         assert torch.allclose(a, b, atol=1e-6), name
 
 
+def test_training_goes_on_from_a_trained_head_and_keeps_what_each_run_bought(tiny, cache, tmp_path):
+    import dataclasses
+
+    from explorer.methods.eagle.train import head_digest
+
+    first = train_feature_head(tiny, TINY, TINY_BANK, progress=_quiet)
+    path = write_artifact(tiny, TINY, first, tmp_path / "out", "python -m explorer train feature-head")
+    init = heads.load_head(tiny.model, path)
+    kept = {k: v.clone() for k, v in init.state_dict().items()}
+    more = dataclasses.replace(TINY, steps=20, init=head_digest(path))
+    second = train_feature_head(tiny, more, TINY_BANK, progress=_quiet, init=init)
+    # it starts where the first run ended (its weights in float16), not from a fresh head
+    assert second.untrained_acceptance == pytest.approx(first.heldout_acceptance, abs=0.05)
+    assert np.mean(second.losses[:5]) < np.mean(first.losses[:5])
+    assert all(torch.equal(v, init.state_dict()[k]) for k, v in kept.items())  # the head it read is untouched
+    manifest = heads.load_head(tiny.model, write_artifact(tiny, more, second, tmp_path / "out2", "…", init)).manifest
+    assert manifest["steps"] == TINY.steps + 20 and [run["steps"] for run in manifest["history"]] == [TINY.steps, 20]
+    assert manifest["untrained_acceptance"] == [round(a, 4) for a in first.untrained_acceptance]
+    assert manifest["config"]["init"] == head_digest(path)
+    with pytest.raises(ExplorerError, match="--init: that head has 1 layer"):
+        train_feature_head(tiny, dataclasses.replace(more, vocab=12), TINY_BANK, progress=_quiet, init=init)
+
+
 def test_bad_configs_are_refused_with_the_flag_named():
     for bad, words in ((dict(layers=9), "--layers"), (dict(unroll=0), "--unroll"), (dict(vocab=1), "--vocab"),
                        (dict(w_feature=0, w_token=0), "weights"), (dict(mode="beam"), "unknown mode")):

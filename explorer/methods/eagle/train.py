@@ -29,6 +29,7 @@ rows, S steps.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import time
@@ -79,6 +80,7 @@ class HeadTrainConfig:
     gen_batch_size: int = 48
     data_seed: int = 0
     eval_steps: int = 6  # draft positions measured on held-out answers
+    init: str = ""  # the digest of a trained head this run continues from (``--init``); "" = a fresh head
 
     def __post_init__(self):
         checks = [
@@ -105,16 +107,19 @@ class HeadTrainResult:
     data_tokens: int
     heldout_tokens: int
     heldout_acceptance: tuple[float, ...]  # α_s: accepted ÷ reached at draft position s (greedy, held out)
-    untrained_acceptance: tuple[float, ...]
+    untrained_acceptance: tuple[float, ...]  # of the head the run started from (a fresh one, or ``init``'s)
     vocab_coverage: float  # share of held-out answer tokens inside the head's V' rows
     train_seconds: float
     steps_per_s: float
 
 
 def train_feature_head(target: LoadedModel, config: HeadTrainConfig, prompts: list[dict] | None = None,
-                       progress: Progress | None = None, precompute_layers: tuple[int, ...] = ()) -> HeadTrainResult:
+                       progress: Progress | None = None, precompute_layers: tuple[int, ...] = (),
+                       init: FeatureHead | None = None) -> HeadTrainResult:
     """Train a feature head on the target's answers to ``prompts`` (default: the bank). ``precompute_layers``:
-    other layers' states the same frozen pass should cache (the early-exit trainer reads them)."""
+    other layers' states the same frozen pass should cache (the early-exit trainer reads them). ``init``: a
+    trained head to go on training (its layers and vocabulary must be the config's; ``config.init`` names it)
+    with a fresh optimizer and schedule: training longer, across sessions, without its checkpoint."""
     progress = progress or print_progress
     base = decoder_parts(target.model)
     last = len(base.layers)
@@ -132,13 +137,13 @@ def train_feature_head(target: LoadedModel, config: HeadTrainConfig, prompts: li
     heldout_feats = features(target, heldout_windows, (last,), 1, progress, precompute_layers)
 
     vocab = draft_vocab(train, config.vocab, target.vocab_size, target.eos_token_ids)
-    head = new_head(target.model, config.layers, vocab, config.seed)
+    head = new_head(target.model, config.layers, vocab, config.seed) if init is None else _continued(init, vocab, config)
     untrained = heldout_acceptance(target, head, heldout_windows, heldout_feats, config.eval_steps)
     losses, seconds = _fit(target, head, train_windows, train_feats, config, progress)
     trained = heldout_acceptance(target, head, heldout_windows, heldout_feats, config.eval_steps)
     coverage = _coverage(vocab, heldout)
     progress(1, 1, f"[feature-head] held-out acceptance by draft position {_percent(trained)} "
-                   f"(untrained {_percent(untrained)}) on {heldout_windows.answer_tokens} tokens; "
+                   f"({'before this run' if init is not None else 'untrained'} {_percent(untrained)}) on {heldout_windows.answer_tokens} tokens; "
                    f"V' covers {coverage:.1%} of them")
     head.eval().requires_grad_(False)
     return HeadTrainResult(head, tuple(losses), train_windows.answer_tokens, heldout_windows.answer_tokens,
@@ -146,17 +151,45 @@ def train_feature_head(target: LoadedModel, config: HeadTrainConfig, prompts: li
                            config.steps / seconds if seconds else float("inf"))
 
 
+def _continued(init: FeatureHead, vocab: torch.Tensor | None, config: HeadTrainConfig) -> FeatureHead:
+    """``init`` as a float32 head to train on, when it is the head ``config`` describes."""
+    same_vocab = (init.vocab is None and vocab is None) or (
+        init.vocab is not None and vocab is not None and torch.equal(init.vocab.cpu(), vocab.cpu()))
+    if len(init.layers) != config.layers or not same_vocab:
+        raise ExplorerError(f"--init: that head has {len(init.layers)} layer(s) and "
+                            f"{'all' if init.vocab is None else init.vocab.numel()} rows; this run trains "
+                            f"{config.layers} and {'all' if vocab is None else vocab.numel()} (--layers, --vocab and the "
+                            "data must be the head's)")
+    head = copy.deepcopy(init).float()
+    head.vocab = vocab
+    return head
+
+
+def head_digest(path: Path) -> str:
+    """What names a head an ``--init`` run continues from (its weights file's bytes)."""
+    return hashlib.sha1(Path(path).read_bytes()).hexdigest()[:12]
+
+
 def write_artifact(target: LoadedModel, config: HeadTrainConfig, result: HeadTrainResult, folder: Path,
-                   command: str) -> Path:
-    """``save_head`` with the manifest: what was trained, on what, and how well it drafts held out."""
+                   command: str, init: FeatureHead | None = None) -> Path:
+    """``save_head`` with the manifest: what was trained, on what, and how well it drafts held out. A run
+    that went on from ``init`` counts that head's steps too and keeps its history: what each run bought."""
     tail = result.losses[-min(20, len(result.losses)):]
+    before = dict(init.manifest) if init is not None else {}
+    history = list(before.get("history") or ([{k: before.get(k) for k in ("steps", "train_seconds", "heldout_acceptance")}]
+                                             if before else []))
+    this_run = {"steps": config.steps, "train_seconds": round(result.train_seconds, 1),
+                "heldout_acceptance": [round(a, 4) for a in result.heldout_acceptance]}
     manifest = {
-        "model": target.name, "data_tokens": result.data_tokens, "mode": config.mode, "steps": config.steps,
+        "model": target.name, "data_tokens": result.data_tokens, "mode": config.mode,
+        "steps": int(before.get("steps", 0)) + config.steps,
         "seed": config.seed, "final_loss": round(sum(tail) / len(tail), 5),
         "heldout_acceptance": [round(a, 4) for a in result.heldout_acceptance],
-        "untrained_acceptance": [round(a, 4) for a in result.untrained_acceptance],
+        "untrained_acceptance": before.get("untrained_acceptance") or [round(a, 4) for a in result.untrained_acceptance],
+        "history": history + [this_run],
         "heldout_tokens": result.heldout_tokens, "vocab_coverage": round(result.vocab_coverage, 4),
-        "train_seconds": round(result.train_seconds, 1), "steps_per_s": round(result.steps_per_s, 3),
+        "train_seconds": round(float(before.get("train_seconds", 0.0)) + result.train_seconds, 1),
+        "steps_per_s": round(result.steps_per_s, 3),
         "config": asdict(config), "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "command": command,
     }

@@ -31,6 +31,9 @@ def _arguments(parser) -> None:
     answer_flags(parser)
     parser.add_argument("--precompute", type=int, action="append", default=[], metavar="N",
                     help="also cache the states after layer N in the same frozen pass (for train early-exit)")
+    parser.add_argument("--init", metavar="HEAD", help="go on training this head (a .safetensors artifact, or 'shipped': "
+                        "the one in the artifact folder) with a fresh optimizer and schedule for --steps more steps; "
+                        "--layers, --vocab and the data must be its own (try --lr 5e-4)")
     parser.add_argument("--out", default=str(HEAD_DIR), help=f"artifact folder (default {HEAD_DIR})")
 
 
@@ -38,22 +41,32 @@ def _train(args, argv: list[str]) -> int:
     import shlex
     from pathlib import Path
 
-    from .train import HeadTrainConfig, train_feature_head, write_artifact
+    from .train import HeadTrainConfig, head_digest, train_feature_head, write_artifact
     from ...models import load
     from ...train.data import load_prompt_bank
 
     if args.vocab < 0:
         raise ExplorerError("--vocab must be 0 (the whole vocabulary) or a positive count")
+    target = load(args.model, device=args.device, dtype=args.dtype)
+    init = digest = None
+    if args.init:
+        from .head import find_head, load_head
+
+        found = find_head(target.model) if args.init == "shipped" else Path(args.init)
+        if found is None or not found.is_file():
+            raise ExplorerError(f"--init: no head at {args.init!r} (a .safetensors artifact, or 'shipped')")
+        init, digest = load_head(target.model, found), head_digest(found)
     config = HeadTrainConfig(layers=args.layers, vocab=args.vocab or None, tokens=args.tokens, steps=args.steps,
                              unroll=args.unroll, batch=args.batch, lr=args.lr, w_feature=args.w_feature,
-                             w_token=args.w_token, token_share=args.token_share, seed=args.seed, mode=args.mode, max_new_tokens=args.max_new_tokens)
-    target = load(args.model, device=args.device, dtype=args.dtype)
+                             w_token=args.w_token, token_share=args.token_share, seed=args.seed, mode=args.mode,
+                             max_new_tokens=args.max_new_tokens, init=digest or "")
     prompts = load_prompt_bank(path=Path(args.prompts)) if args.prompts else None
-    result = train_feature_head(target, config, prompts, precompute_layers=tuple(args.precompute))
-    path = write_artifact(target, config, result, Path(args.out), "python -m explorer " + shlex.join(argv))
+    result = train_feature_head(target, config, prompts, precompute_layers=tuple(args.precompute), init=init)
+    path = write_artifact(target, config, result, Path(args.out), "python -m explorer " + shlex.join(argv), init)
     accept = " / ".join(f"{a:.1%}" for a in result.heldout_acceptance)
     untrained = " / ".join(f"{a:.1%}" for a in result.untrained_acceptance)
-    print(f"held-out greedy acceptance by draft position {accept} (untrained {untrained}, {result.heldout_tokens} "
+    start = "before this run" if init is not None else "untrained"
+    print(f"held-out greedy acceptance by draft position {accept} ({start} {untrained}, {result.heldout_tokens} "
           f"tokens) · {config.steps} steps in {result.train_seconds:.0f} s · {path}")
     return 0
 
