@@ -114,6 +114,8 @@ def test_durations_are_bounded_and_follow_the_request_and_the_measured_pace(zero
     assert zerogpu.MIN_DURATION_S <= short < middle <= longest == zerogpu.MAX_DURATION_S
     zerogpu.PACE.add(1.0, 100)  # this Space's GPU measured at 100 tokens a second
     assert decode("default", "hi", "s", {"max_new_tokens": 256}, True, []) < middle
+    # a Hub model is fetched inside the call: more time asked for it
+    assert decode("hf:HuggingFaceTB/SmolLM2-360M-Instruct", "hi", "s", {"max_new_tokens": 8}, False, []) > short
     others = {
         "audit_run": [("default", "hi", 10, 1.0, {}), ("default", "hi", 5000, 1.0, {})],
         "race_run": [("default", "hi", ["none"], {"max_new_tokens": 8}),

@@ -84,14 +84,20 @@ PACE = Pace()
 ENTRY_POINTS: dict[str, Callable[..., int]] = {}  # name → the duration it asks for, from its arguments
 
 
-def duration_s(tokens: float) -> int:
-    """What a job that decodes about ``tokens`` tokens asks ZeroGPU for, in whole seconds, bounded."""
-    wanted = START_S + 1.5 * tokens * PACE.seconds_per_token()
+HUB_LOAD_S = 45.0  # a Hub model the worker fetches and moves to the GPU inside the call (the default is loaded at start-up)
+
+
+def duration_s(tokens: float, *models) -> int:
+    """What a job that decodes about ``tokens`` tokens with ``models`` (specs; a Hub model is fetched inside the
+    call) asks ZeroGPU for, in whole seconds, bounded."""
+    hub = sum("hf:" in str(spec) for spec in models)
+    wanted = START_S + hub * HUB_LOAD_S + 1.5 * tokens * PACE.seconds_per_token()
     return int(min(MAX_DURATION_S, max(MIN_DURATION_S, round(wanted))))
 
 
-def gpu_entry(tokens: Callable[..., float]):
-    """Make a job a GPU entry point: ``spaces.GPU`` with a duration of ``duration_s(tokens(*args))``; the
+def gpu_entry(tokens: Callable[..., float], models: Callable[..., tuple] = lambda *a, **k: ()):
+    """Make a job a GPU entry point: ``spaces.GPU`` with a duration of ``duration_s(tokens(*args),
+    *models(*args))``; the
     job's ``ExplorerError`` (a user's mistake, said in one line) and any other failure (logged in the
     worker) come back as data and are raised again here; a refused GPU raises ``GpuUnavailable``."""
 
@@ -107,7 +113,7 @@ def gpu_entry(tokens: Callable[..., float]):
                 return "failed", job.__name__
 
         def duration(*args, **kwargs) -> int:
-            return duration_s(tokens(*args, **kwargs))
+            return duration_s(tokens(*args, **kwargs), *models(*args, **kwargs))
 
         decorated = GPU(in_worker, duration=duration) if GPU is not None else in_worker
         ENTRY_POINTS[job.__name__] = duration
@@ -167,7 +173,7 @@ def _decode_tokens(model, prompt, session, options, baseline, history) -> float:
     return options.get("max_new_tokens", 64) * (2 if baseline else 1)
 
 
-@gpu_entry(_decode_tokens)
+@gpu_entry(_decode_tokens, lambda model, prompt, session, options, *rest: (model, options.get("draft")))
 def decode_run(model: str, prompt: str, session: str, options: dict, baseline: bool,
                history: list) -> dict:
     """A whole decode (and, with ``baseline``, plain decoding on its prompt and settings right after it):
@@ -184,7 +190,8 @@ def decode_run(model: str, prompt: str, session: str, options: dict, baseline: b
             "history": HISTORY.export(session)}
 
 
-@gpu_entry(lambda model, prompt, runs, temperature, options: 2 * runs)
+@gpu_entry(lambda model, prompt, runs, temperature, options: 2 * runs,
+           lambda model, prompt, runs, temperature, options: (model, options.get("draft")))
 def audit_run(model: str, prompt: str, runs: int, temperature: float, options: dict):
     """The sampling audit (``explorer.audit.sampling_audit``): a ``SamplingAudit`` (plain numbers)."""
     from explorer.audit import sampling_audit
@@ -198,7 +205,7 @@ def _race_tokens(model, prompt, systems, keywords) -> float:
     return len(parse_lanes(systems)) * (keywords.get("max_new_tokens", 64) + WARM_UP_TOKENS)
 
 
-@gpu_entry(_race_tokens)
+@gpu_entry(_race_tokens, lambda model, prompt, systems, keywords: (model, *systems))
 def race_run(model: str, prompt: str, systems: list[str], keywords: dict) -> dict:
     """A whole race (``explorer.race``): its lanes as the page draws them at the end and its report."""
     from explorer import race
