@@ -18,15 +18,13 @@ import explorer
 from explorer.errors import one_line
 from explorer import methods, viz
 from explorer.audit import greedy_audit
+from explorer.pairs import GPU_PAIR, get_pair
 from explorer.engine.controllers import DEFAULT_CONTROLLER, DEFAULT_GAMMA
 from explorer.limits import MAX_GAMMA, MAX_SESSION_TRACE_BYTES
 from explorer.viz.audit import greedy_audit_text
 
 from .baseline import BASELINES, baseline_stream, machine_speed_ms
 from .inputs import decode_options, precision
-from explorer.methods.suffix.corpus import HISTORY
-from explorer.pairs import GPU_PAIR, get_pair
-
 from . import jobs, trace_files, zerogpu
 from .trace_files import write_trace_file
 from .session import RUNS, STOPS, session_id
@@ -126,18 +124,12 @@ class Handlers:
         """On a ZeroGPU Space: the run and plain decoding on its settings in one GPU call
         (``zerogpu.decode_run``), then the page plays its rounds from the first."""
         p = self.page
-        asked = zerogpu.duration_s(2 * options["max_new_tokens"])
+        asked = zerogpu.ENTRY_POINTS["decode_run"](model, prompt, session, options, True, [])
         yield {p.status: f"⏳ Waiting for a ZeroGPU GPU (asking for up to {asked} s of your GPU quota). The whole run "
                          "and plain decoding on the same settings decode there in one go; then the rounds play here. "
                          "Stop cannot end a run that is on the GPU."}
         started = time.perf_counter()
-        result = zerogpu.decode_run(model, prompt, session, options, True, HISTORY.export(session))
-        HISTORY.replace(session, result["history"])  # suffix's memory of this session's outputs
-        trace = explorer.load_trace(result["trace"])
-        baseline = explorer.load_trace(result["baseline"]) if result["baseline"] else None
-        for run in (trace, baseline):
-            if run is not None:
-                zerogpu.PACE.add(run.summary.wall_s, run.summary.new_tokens)
+        trace, baseline = zerogpu.decode(model, prompt, session, options, baseline=True)
         if baseline is not None:
             BASELINES.put(baseline)
         updates = self._finished(trace, baseline, alpha, c, c_hat, session,
@@ -447,9 +439,7 @@ class Handlers:
             session = session_id(request)
             if zerogpu.ON_ZERO_GPU:  # the whole decode in one GPU call
                 yield "decoding on a ZeroGPU GPU (the whole run in one call)"
-                result = zerogpu.decode_run(model, prompt, session, options, False, HISTORY.export(session))
-                HISTORY.replace(session, result["history"])
-                yield result["trace"]
+                yield zerogpu.decode(model, prompt, session, options, baseline=False)[0].to_json()
                 return
             decoding = explorer.stream(model, prompt, session=session, **options)
             tokens = searched = 0

@@ -190,6 +190,19 @@ def decode_run(model: str, prompt: str, session: str, options: dict, baseline: b
             "history": HISTORY.export(session)}
 
 
+def decode(model: str, prompt: str, session: str, options: dict, baseline: bool) -> tuple:
+    """``decode_run`` from the app's side: the session's ``suffix`` memory handed over and taken back, the
+    pace of the runs recorded; (the trace, plain decoding's trace or None) as ``RunTrace``s."""
+    from explorer.methods.suffix.corpus import HISTORY
+
+    result = decode_run(model, prompt, session, options, baseline, HISTORY.export(session))
+    HISTORY.replace(session, result["history"])
+    runs = [explorer.load_trace(text) if text else None for text in (result["trace"], result["baseline"])]
+    for run in filter(None, runs):
+        PACE.add(run.summary.wall_s, run.summary.new_tokens)
+    return tuple(runs)
+
+
 @gpu_entry(lambda model, prompt, runs, temperature, options: 2 * runs,
            lambda model, prompt, runs, temperature, options: (model, options.get("draft")))
 def audit_run(model: str, prompt: str, runs: int, temperature: float, options: dict):
