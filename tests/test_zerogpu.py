@@ -118,8 +118,8 @@ def test_durations_are_bounded_and_follow_the_request_and_the_measured_pace(zero
     assert decode("hf:HuggingFaceTB/SmolLM2-360M-Instruct", "hi", "s", {"max_new_tokens": 8}, False, []) > short
     others = {
         "audit_run": [("default", "hi", 10, 1.0, {}), ("default", "hi", 5000, 1.0, {})],
-        "race_run": [("default", "hi", ["none"], {"max_new_tokens": 8}),
-                     ("default", "hi", ["suffix", "eesd", "speculative:prompt-lookup:3"], {"max_new_tokens": 4096})],
+        "race_run": [("default", "hi", ["none"], {"max_new_tokens": 8}, []),
+                     ("default", "hi", ["suffix", "eesd", "speculative:prompt-lookup:3"], {"max_new_tokens": 4096}, [])],
         "sweep_run": [("early-exit:8", [0.5], [1.0], 8, ["a"]), ("early-exit:8", [0.1] * 9, [1.0] * 9, 96, ["a"] * 9)],
         "lab_run": [([0.9], [1], [0.0], 8, ["a"]), ([0.1] * 9, [1] * 9, [0.0] * 9, 96, ["a"])],
         "verify_cost_run": [(1,), (64,)],
@@ -201,9 +201,10 @@ def test_the_audit_and_the_race_run_in_one_gpu_call_each(zero_gpu):
     inputs = demo.fns[next(k for k, f in demo.fns.items() if f.name == "run_race")].inputs
     lanes = [c for c in inputs if str(getattr(c, "elem_id", "")).startswith("race-lane-")]
     values = {c: c.value for c in inputs} | page_values(page, **RUN)
-    values |= {lanes[0]: "speculative:prompt-lookup:2", lanes[1]: "none", lanes[2]: "none"}
+    values |= {lanes[0]: "speculative:prompt-lookup:2", lanes[1]: "suffix", lanes[2]: "none"}
     updates = list(race(values, request("zero-5")))
     assert [name for name, _ in zero_gpu.calls] == ["audit_run", "race_run"]
+    assert len(HISTORY.export("zero-5")) == 1  # the suffix lane's output, kept by the app
     drawn = " ".join(str(v) for u in updates for v in u.values())
     assert "ar (plain decoding)" in drawn and "speculative:prompt-lookup:2" in drawn
 

@@ -17,6 +17,7 @@ import gradio as gr
 import explorer
 from explorer.errors import one_line
 from explorer import race
+from explorer.methods.suffix.corpus import HISTORY
 from explorer.viz.race import RACE_CSS, race_html
 
 from .trace_files import race_folder
@@ -77,7 +78,9 @@ def wire_race(page: Page, section: RaceSection, compare: CompareView, concurrenc
             if zerogpu.use_gpu(hardware):  # the whole race in one GPU call, drawn when it ends
                 yield {section.view: "<div class='race'><div class='race-clock'>⏳ Racing on a ZeroGPU GPU (the whole "
                                      "race in one call; it is drawn when it ends)…</div></div>"}
-                result = zerogpu.race_run(values[page.model], values[page.prompt], systems, keywords)
+                result = zerogpu.race_run(values[page.model], values[page.prompt], systems, keywords,
+                                          HISTORY.export(session))
+                HISTORY.replace(session, result["history"])  # suffix lanes' outputs, as a CPU race keeps them
                 shown = compare.show(result["report"])
                 yield {section.view: race_html(result["lanes"], options["max_new_tokens"]),
                        section.download: gr.DownloadButton(value=str(_write_report(shown[compare.report], session)),

@@ -212,19 +212,23 @@ def audit_run(model: str, prompt: str, runs: int, temperature: float, options: d
     return sampling_audit(model, prompt, runs=runs, temperature=temperature, **options)
 
 
-def _race_tokens(model, prompt, systems, keywords) -> float:
+def _race_tokens(model, prompt, systems, keywords, history) -> float:
     from explorer.race import WARM_UP_TOKENS, parse_lanes
 
     return len(parse_lanes(systems)) * (keywords.get("max_new_tokens", 64) + WARM_UP_TOKENS)
 
 
-@gpu_entry(_race_tokens, lambda model, prompt, systems, keywords: (model, *systems))
-def race_run(model: str, prompt: str, systems: list[str], keywords: dict) -> dict:
-    """A whole race (``explorer.race``): its lanes as the page draws them at the end and its report."""
+@gpu_entry(_race_tokens, lambda model, prompt, systems, keywords, history: (model, *systems))
+def race_run(model: str, prompt: str, systems: list[str], keywords: dict, history: list) -> dict:
+    """A whole race (``explorer.race``): its lanes as the page draws them at the end, its report, and the
+    session's finished outputs after it (as ``decode_run``)."""
     from explorer import race
+    from explorer.methods.suffix.corpus import HISTORY
 
+    session = keywords.get("session", "")
+    HISTORY.replace(session, history)
     lanes = race.run(race.start(model, prompt, systems, **keywords))
-    return {"lanes": race.snapshot(lanes), "report": race.race_report(lanes)}
+    return {"lanes": race.snapshot(lanes), "report": race.race_report(lanes), "history": HISTORY.export(session)}
 
 
 @gpu_entry(lambda draft, fallbacks, rollbacks, tokens, prompts:
