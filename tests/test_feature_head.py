@@ -176,6 +176,31 @@ def test_training_goes_on_from_a_trained_head_and_keeps_what_each_run_bought(tin
         train_feature_head(tiny, dataclasses.replace(more, vocab=12), TINY_BANK, progress=_quiet, init=init)
 
 
+def test_an_interrupted_frozen_pass_resumes_from_the_pieces_it_saved(tiny, tmp_path, monkeypatch):
+    monkeypatch.setattr(features, "PIECE_WINDOWS", 2)
+    rng = np.random.default_rng(0)
+    samples = [Sample(tuple(rng.integers(1, 30, 5).tolist()), tuple(rng.integers(1, 30, 7).tolist()), f"p{i}",
+                      "train", "greedy") for i in range(7)]
+    windows = features.pack(samples, 16, 0)  # 7 windows: pieces of 2, 2, 2 and 1
+    whole = features.frozen_pass(tiny, windows, (2, 4), 5)
+    pieces, seen = tmp_path / "pieces", []
+
+    def stop_in_the_third_piece(done, total, line):
+        seen.append(done)
+        if done == 5:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(features, "FORWARD_BATCH", 1)
+    with pytest.raises(KeyboardInterrupt):
+        features.frozen_pass(tiny, windows, (2, 4), 5, stop_in_the_third_piece, pieces)
+    assert sorted(p.name for p in pieces.iterdir()) == ["000000-000002.safetensors", "000002-000004.safetensors"]
+    seen.clear()
+    resumed = features.frozen_pass(tiny, windows, (2, 4), 5, lambda done, total, line: seen.append(done), pieces)
+    assert seen == [5, 6, 7]  # only the windows not saved were run again
+    for a, b in zip((whole[0][2], whole[0][4], whole[1], whole[2]), (resumed[0][2], resumed[0][4], resumed[1], resumed[2])):
+        assert torch.equal(a, b)
+
+
 def test_bad_configs_are_refused_with_the_flag_named():
     for bad, words in ((dict(layers=9), "--layers"), (dict(unroll=0), "--unroll"), (dict(vocab=1), "--vocab"),
                        (dict(w_feature=0, w_token=0), "weights"), (dict(mode="beam"), "unknown mode")):

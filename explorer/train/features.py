@@ -17,6 +17,7 @@ Shape legend: B windows, W window length, H hidden size, K kept teacher entries,
 from __future__ import annotations
 
 import hashlib
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -29,6 +30,9 @@ from ..models import LoadedModel, cache_root
 from .data import Sample
 
 FORWARD_BATCH = 2  # windows per frozen forward: a (2, W, 49152) logits block stays a few hundred MB
+# windows per saved piece of a frozen pass (≈ 3 min of the default model on a 2-core CPU): an interrupted
+# pass (the whole one is 75–110 min there) resumes at its first missing piece
+PIECE_WINDOWS = 64
 
 
 @dataclass(frozen=True, eq=False)
@@ -113,12 +117,14 @@ def features(target: LoadedModel, windows: Windows, layers: tuple[int, ...], top
     missing = [n for n, f in hidden_files.items() if not f.is_file()]
     if missing or not teacher_file.is_file():
         folder.mkdir(parents=True, exist_ok=True)
-        hidden, top_ids, top_logp = frozen_pass(target, windows, tuple(missing), top_k, progress)
+        pieces = folder / f"pieces-k{top_k}-n{'-'.join(map(str, missing)) or 'none'}"
+        hidden, top_ids, top_logp = frozen_pass(target, windows, tuple(missing), top_k, progress, pieces)
         for n in missing:
             _save(save_file, {"hidden": hidden.pop(n)}, hidden_files[n])  # each freed once written
         if not teacher_file.is_file():
             _save(save_file, {"ids": top_ids.to(torch.int32), "logp": top_logp}, teacher_file)
         del hidden, top_ids, top_logp
+        shutil.rmtree(pieces, ignore_errors=True)
     teacher = load_file(str(teacher_file))
     return Features({n: load_file(str(hidden_files[n]))["hidden"] for n in sorted(set(layers))},
                     teacher["ids"].long(), teacher["logp"])
@@ -126,22 +132,53 @@ def features(target: LoadedModel, windows: Windows, layers: tuple[int, ...], top
 
 @torch.no_grad()
 def frozen_pass(target: LoadedModel, windows: Windows, layers: tuple[int, ...], top_k: int,
-                progress: Callable[[int, int, str], None] | None = None) -> tuple[dict, torch.Tensor, torch.Tensor]:
+                progress: Callable[[int, int, str], None] | None = None,
+                pieces: Path | None = None) -> tuple[dict, torch.Tensor, torch.Tensor]:
     """One pass of the whole target over the windows (no cache): ``H^N`` for each N in ``layers``, and the
-    top-K ids and log-probabilities."""
+    top-K ids and log-probabilities. With ``pieces`` (a folder), every ``PIECE_WINDOWS`` windows are saved
+    there as they finish and a piece already there is read instead of computed: an interrupted pass resumes."""
     import time
+
+    from safetensors.torch import load_file, save_file
 
     base = decoder_parts(target.model)
     head = target.model.get_output_embeddings()
-    param = next(target.model.parameters())
     count, width = windows.ids.shape
     top_k = min(top_k, head.weight.shape[0])
     hidden = {n: torch.empty(count, width, base.config.hidden_size, dtype=torch.float16) for n in layers}
     top_ids = torch.empty(count, width, top_k, dtype=torch.long)
     top_logp = torch.empty(count, width, top_k, dtype=torch.float16)
-    start = time.perf_counter()
-    for lo in range(0, count, FORWARD_BATCH):
-        rows = slice(lo, min(lo + FORWARD_BATCH, count))
+    start, computed = time.perf_counter(), 0
+    for lo in range(0, count, PIECE_WINDOWS):
+        piece = slice(lo, min(lo + PIECE_WINDOWS, count))
+        path = pieces / f"{lo:06d}-{piece.stop:06d}.safetensors" if pieces is not None else None
+        if path is not None and path.is_file():  # done before an interruption
+            saved = load_file(str(path))
+            for n in layers:
+                hidden[n][piece] = saved[f"hidden-n{n}"]
+            top_ids[piece], top_logp[piece] = saved["ids"].long(), saved["logp"]
+            continue
+        def report(done: int, first: int = piece.start) -> None:
+            if progress:
+                rate = (computed + done - first) * width / (time.perf_counter() - start)
+                progress(done, count, f"[features] {done}/{count} windows · {rate:.0f} tok/s")
+
+        _pass_piece(target, base, head, windows, piece, hidden, top_ids, top_logp, top_k, report)
+        computed += piece.stop - piece.start
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            _save(save_file, {**{f"hidden-n{n}": hidden[n][piece] for n in layers},
+                              "ids": top_ids[piece].to(torch.int32), "logp": top_logp[piece]}, path)
+    return hidden, top_ids, top_logp
+
+
+def _pass_piece(target, base, head, windows: Windows, piece: slice, hidden: dict, top_ids: torch.Tensor,
+                top_logp: torch.Tensor, top_k: int, report: Callable[[int], None]) -> None:
+    """The frozen pass over the windows of ``piece``, ``FORWARD_BATCH`` at a time, into the given tensors;
+    ``report(windows done)`` after each batch."""
+    param = next(target.model.parameters())
+    for lo in range(piece.start, piece.stop, FORWARD_BATCH):
+        rows = slice(lo, min(lo + FORWARD_BATCH, piece.stop))
         ids = windows.ids[rows].to(param.device)  # (b, W)
         position = windows.position[rows].to(param.device)  # (b, W)
         mask = attention_mask(windows.segment[rows], param.dtype).to(param.device)  # (b, 1, W, W)
@@ -154,11 +191,7 @@ def frozen_pass(target: LoadedModel, windows: Windows, layers: tuple[int, ...], 
         logp = torch.log_softmax(head(base.norm(h)).float(), dim=-1)  # (b, W, V)
         values, indices = logp.topk(top_k, dim=-1)  # (b, W, K)
         top_ids[rows], top_logp[rows] = indices.cpu(), values.to("cpu", torch.float16)
-        done = rows.stop
-        if progress:
-            rate = done * width / (time.perf_counter() - start)
-            progress(done, count, f"[features] {done}/{count} windows · {rate:.0f} tok/s")
-    return hidden, top_ids, top_logp
+        report(rows.stop)
 
 
 def _save(save_file, tensors: dict, path: Path) -> None:
