@@ -71,9 +71,14 @@ GPU_PAIR_TARGET = "HuggingFaceTB/SmolLM2-1.7B-Instruct"
 GPU_SPACE_MAX_PARAMS = 2000 * 10**6
 
 
+def on_zero_gpu() -> bool:
+    """Whether this is a ZeroGPU Space (``SPACES_ZERO_GPU`` read as the ``spaces`` package reads it)."""
+    return str(os.environ.get("SPACES_ZERO_GPU", "")).strip().lower() in ("1", "t", "true")
+
+
 def gpu_present() -> bool:
     """A GPU this process can decode on: a ZeroGPU Space (attached per call) or a CUDA device."""
-    if str(os.environ.get("SPACES_ZERO_GPU", "")).strip().lower() in ("1", "t", "true"):
+    if on_zero_gpu():
         return True
     import torch
 

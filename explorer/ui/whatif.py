@@ -76,9 +76,10 @@ def whatif_section(concurrency_limit: int) -> WhatIfSection:
             drafters = _drafters(pasted, upload_bytes, gamma_value, with_mine, with_shipped, request)
             c = whatif.check_draft_cost(_blank_or(c, float, "the draft cost c"))
             measured_on = None
-            if str(curve_text or "").strip().lower() == "measure" and zerogpu.ON_ZERO_GPU:
+            measure = str(curve_text or "").strip().lower() == "measure"
+            if measure and zerogpu.ON_ZERO_GPU:
                 curve, measured_on = zerogpu.verify_cost_run(max(d.positions for d in drafters))
-            elif str(curve_text or "").strip().lower() == "measure":
+            elif measure:
                 with WORK.slot():  # ≈ 6 × (K + 1) target forwards: the decodes' work, counted with them
                     curve, measured_on = whatif.measure_verify_cost(
                         "default", max(d.positions for d in drafters), progress=lambda line: progress(0.5, desc=line))

@@ -22,7 +22,6 @@ from __future__ import annotations
 import functools
 import html
 import logging
-import os
 import re
 import statistics
 import threading
@@ -31,15 +30,12 @@ from typing import Callable
 
 import explorer
 from explorer.errors import ExplorerError, one_line
+from explorer.limits import on_zero_gpu
 
 log = logging.getLogger(__name__)
 
 
-def _flag(value) -> bool:
-    return str(value or "").strip().lower() in ("1", "t", "true")  # as ``spaces`` reads it
-
-
-ON_ZERO_GPU = _flag(os.environ.get("SPACES_ZERO_GPU"))
+ON_ZERO_GPU = on_zero_gpu()
 HARDWARE = ("GPU", "CPU")  # the page's choice on a ZeroGPU Space (its "Hardware" control)
 
 try:  # the decorator's home; where ``spaces`` is missing (a plain CPU install) nothing is decorated
