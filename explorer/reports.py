@@ -27,6 +27,8 @@ ROW = Record({
     "acceptance_by_position": Maybe(ListOf(RATE, 64, "a list of at most 64 acceptance rates")), "tokens_per_target_forward": AMOUNT, "c": AMOUNT,
     "predicted_speedup": AMOUNT, "predicted_speedup_verify_cost": AMOUNT, "identical_to_ar": Maybe(BOOL),
     "peak_rss_mb": AMOUNT,
+    "ms_per_token": Maybe(Record({"draft": AMOUNT, "verify": AMOUNT, "other": AMOUNT}, (), strict=True,
+                                 words="an object of draft, verify and other milliseconds")),
 }, ("system", "tokens_per_s", "speedup_vs_ar"), strict=False, words="an object (one system's row)")
 # the machine a report was measured on (``explorer.machine.describe``) and how it ran the model
 MACHINE = Record({"cpu": NAME, "cores": COUNT, "l2": NAME, "l3": NAME, "torch": NAME, "threads": COUNT,

@@ -25,6 +25,15 @@ def test_bench_rows(default_model):
     assert rows["ar"]["speedup_vs_ar"] == 1.0 and rows["hf-generate"]["speedup_vs_hf"] == 1.0
     assert rows["speculative:prompt-lookup:3"]["acceptance_rate"] is not None
     assert rows["speculative:early-exit:4/cost-aware"]["controller"] == "cost-aware"
+    # where a token's time went, from the rounds' clocks: every part measured, together within the wall time
+    # (the wall time also holds the decode's set-up), and only our own decodes have it
+    for name in ("ar", "speculative:prompt-lookup:3", "speculative:early-exit:4/cost-aware"):
+        ms = rows[name]["ms_per_token"]
+        assert set(ms) == {"draft", "verify", "other"} and ms["verify"] > 0 and ms["other"] > 0
+        assert sum(ms.values()) <= 1000 / rows[name]["tokens_per_s_min"]
+    assert rows["ar"]["ms_per_token"]["draft"] < 0.1 * rows["ar"]["ms_per_token"]["verify"]
+    assert rows["speculative:early-exit:4/cost-aware"]["ms_per_token"]["draft"] > rows["ar"]["ms_per_token"]["draft"]
+    assert rows["hf-generate"]["ms_per_token"] is None
     assert len(lines) == 2 * len(prompts) * 5 and "tok/s" in lines[0]
     ratios = report["meta"]["verify_cost_ratio"]
     assert ratios[0] == 1.0 and ratios == sorted(ratios)
@@ -35,6 +44,9 @@ def test_bench_rows(default_model):
     assert meta["machine"]["cpu"] and meta["machine"]["cores"] >= 1 and meta["machine"]["torch"]
     assert set(meta["kernels"]["kinds"]) == {"1", "2-8", "9-64"} and meta["fast_path"] is True
     assert f"Measured on {meta['machine']['cpu']}" in table and "kernels 1 row: " in table
+    ms = rows["ar"]["ms_per_token"]
+    assert "ms / token: draft · verify · rest" in table
+    assert f"| {ms['draft']:.1f} · {ms['verify']:.1f} · {ms['other']:.1f} |" in table
 
 
 def test_a_system_may_carry_its_own_gamma():

@@ -391,7 +391,7 @@ def test_odd_strings_in_a_report_stay_in_their_cells():
     table = draw_report(load_bench_report(json.dumps(report)))
     rows = [line for line in table.split("\n") if line.startswith("| ")]
     assert len(rows) == len(REPORT["rows"]) + 1  # the header and one line per system
-    assert all(len(re.findall(r"(?<!\\)\|", line)) == 14 for line in rows)  # 13 cells each
+    assert all(len(re.findall(r"(?<!\\)\|", line)) == 15 for line in rows)  # 14 cells each
 
 
 def row_edit(key, value):
@@ -408,6 +408,8 @@ def row_edit(key, value):
     (row_edit("identical_to_ar", "yes"), "identical_to_ar"),
     (row_edit("speedup_vs_ar_by_category", {"qa": "x"}), "speedup_vs_ar_by_category"),
     (row_edit("extra", [INF]), "extra"),
+    (row_edit("ms_per_token", {"draft": -1.0, "verify": 30.0, "other": 1.0}), "ms_per_token"),
+    (row_edit("ms_per_token", {"draft": 1.0, "verify": 30.0, "other": 1.0, "<b>": 2}), "ms_per_token"),
     (lambda r: r.update(rows={}), "rows"),
     (lambda r: r.update(rows=r["rows"] * 100), "rows"),
     (lambda r: r["meta"].update(verify_cost_ratio="x"), "verify_cost_ratio"),
