@@ -55,6 +55,7 @@ class System:
     options: tuple[tuple[str, object], ...] = ()  # the method's own keywords (beam: width and rule)
 
 
+PHASES = ("draft", "verify", "other")  # a round's clocks (``Timing``): a row's ms_per_token has one value each
 HF_SYSTEMS = "hf-generate, hf-assisted:prompt-lookup:n, hf-assisted:early-exit:N[@γ], hf-beam:<k>"
 
 
@@ -184,9 +185,9 @@ def _run(model, systems, repeats, max_new_tokens, temperature, gamma, controller
 
 def _phases(ms: dict | None) -> str:
     """A token's milliseconds drafting · verifying · on the rest ("7.4 · 37.0 · 1.0"), – without traces."""
-    if not ms or any(ms.get(part) is None for part in ("draft", "verify", "other")):
+    if not ms or any(ms.get(part) is None for part in PHASES):
         return "–"
-    return " · ".join(f"{ms[part]:.1f}" for part in ("draft", "verify", "other"))
+    return " · ".join(f"{ms[part]:.1f}" for part in PHASES)
 
 
 def _positions(rates) -> str:
@@ -320,7 +321,7 @@ def _row(system: System, results, prompts, temperature, verify_ratio) -> dict:
     # where a token's time goes, from the rounds' own clocks: drafting, the target's verification (the
     # prompt's prefill included), the rest (acceptance, cache commit, bookkeeping)
     ms_per_token = {part: 1000 * sum(getattr(t.summary, f"{part}_s") for t in traces) / new
-                    for part in ("draft", "verify", "other")} if new else None
+                    for part in PHASES} if new else None
     categories = sorted({p["category"] for p in prompts})
     by_category = {cat: statistics.median(rate(rep, cat) for rep in runs) /
                    statistics.median(rate(rep, cat) for rep in ar_runs) for cat in categories}
