@@ -528,3 +528,26 @@ def test_every_tab_at_desktop_and_phone_width(browser, url, width, height):
             plot = "#latency-plot" if tab == "watch" else "#theory-plot"
             page.locator(plot).screenshot(path=str(ARTIFACTS / f"figure-{plot[1:]}-{width}.png"))
     context.close()
+
+
+def test_a_wide_table_keeps_its_row_names_in_view_on_a_phone(browser, url):
+    """The Compare table has 14 columns: scrolled sideways on a phone, each row still says which system it is,
+    and the names leave most of the width to the numbers."""
+    context = browser.new_context(viewport={"width": 390, "height": 844})
+    page = context.new_page()
+    page.goto(url)
+    page.wait_for_selector("#run")
+    open_tab(page, "compare")
+    expect(page.locator("#compare-table td").first).to_be_visible()
+    scrolled, name_before, name_left, name_width, last_right = page.evaluate("""() => {
+        const table = document.querySelector('#compare-table table');
+        const before = table.querySelector('tbody td').getBoundingClientRect().left;
+        table.scrollLeft = table.scrollWidth;
+        const name = table.querySelector('tbody td').getBoundingClientRect();
+        const last = table.querySelector('tbody td:last-child').getBoundingClientRect();
+        return [table.scrollLeft, before, name.left, name.width, last.right]; }""")
+    assert scrolled > 0  # the table is wider than a phone and was scrolled to its end
+    assert abs(name_left - name_before) <= 2  # the system's name stayed where it was
+    assert name_width <= 0.4 * 390 and last_right <= 390 + 1  # and the last column came into view beside it
+    page.locator("#compare-table").screenshot(path=str(ARTIFACTS / "compare-table-390-scrolled.png"))
+    context.close()

@@ -39,6 +39,17 @@ PAGE_CSS = """
 #compare-table table, #bild-sweep-table table, #lab-table table { display: block; overflow-x: auto; }
 #compare-table td, #compare-table th, #bild-sweep-table td, #bild-sweep-table th, #lab-table td, #lab-table th {
   white-space: nowrap; }
+/* scrolled sideways, a row still says what it is: the first column stays put (opaque, over the cells passing under) */
+#compare-table :is(td, th):first-child, #bild-sweep-table :is(td, th):first-child, #lab-table :is(td, th):first-child {
+  position: sticky; left: 0; z-index: 1; background: var(--background-fill-primary, #fff);
+  /* its own right edge and row line (a sticky cell's background covers the table's collapsed borders) */
+  box-shadow: inset -1px 0 0 var(--table-border-color, #94a3b8), inset 0 -1px 0 var(--table-border-color, #94a3b8); }
+/* no padding left of it, where the passing cells would show */
+#compare-table table, #bild-sweep-table table, #lab-table table { padding-left: 0; }
+@media (max-width: 480px) {  /* on a phone the names may wrap, so the numbers keep most of the width */
+  #compare-table :is(td, th):first-child, #bild-sweep-table :is(td, th):first-child, #lab-table :is(td, th):first-child {
+    white-space: normal; overflow-wrap: anywhere; min-width: 9em; max-width: 38vw; }
+}
 """
 
 
