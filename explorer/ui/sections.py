@@ -76,7 +76,7 @@ def compare_section() -> CompareView:
                                  elem_id="compare-upload")
     figure, table = _compare_outputs(shipped, "our ar")
     plot = gr.Plot(figure, show_label=False, elem_id="compare-plot")
-    markdown = gr.Markdown(table, elem_id="compare-table")
+    markdown = gr.Markdown(table, elem_id="compare-table", elem_classes=["figure-table"])
 
     def redraw(report, against_label):
         return _compare_outputs(report, against_label)
@@ -127,7 +127,7 @@ def bild_sweep_section(concurrency_limit: int) -> None:
     run = gr.Button("Run the sweep", elem_id="sweep-run")
     plot = gr.Plot(empty_figure("BiLD trade-off: quality against cost", "Run the sweep to draw it."),
                    show_label=False, elem_id="bild-sweep-plot")
-    table = gr.Markdown(elem_id="bild-sweep-table")
+    table = gr.Markdown(elem_id="bild-sweep-table", elem_classes=["figure-table"])
 
     def run_sweep(draft_spec, fb_text, rb_text, n_prompts, n_tokens, request: gr.Request, progress=gr.Progress()):
         session = session_id(request)
@@ -171,7 +171,7 @@ def theory_lab_section(concurrency_limit: int) -> None:
     run = gr.Button("Run the lab", elem_id="lab-run")
     plot = gr.Plot(empty_figure("Theory lab: measured against Theorem 3.8", "Run the lab to draw it."),
                    show_label=False, elem_id="lab-plot")
-    table = gr.Markdown(elem_id="lab-table")
+    table = gr.Markdown(elem_id="lab-table", elem_classes=["figure-table"])
 
     def run_lab(alpha_text, gamma_text, cost_text, n_tokens, request: gr.Request, progress=gr.Progress()):
         session = session_id(request)

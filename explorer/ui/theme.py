@@ -35,20 +35,17 @@ PAGE_CSS = """
 /* method views framed like every other block: a thin light border, not the theme's heavy group frame */
 .method-view { border: 1px solid #e5e7eb !important; border-radius: 8px !important; box-shadow: none !important; }
 .method-view .block { border-width: 0 !important; box-shadow: none !important; }  /* the view's own block drew it, 3 px dark */
-/* tables of figures: a number never breaks across lines; a wide table scrolls sideways */
-#compare-table table, #bild-sweep-table table, #lab-table table { display: block; overflow-x: auto; }
-#compare-table td, #compare-table th, #bild-sweep-table td, #bild-sweep-table th, #lab-table td, #lab-table th {
-  white-space: nowrap; }
+/* tables of figures (class figure-table: Compare, the BiLD sweep, the theory lab): a number never breaks across
+   lines; a wide table scrolls sideways */
+#tabs .figure-table table { display: block; overflow-x: auto; padding-left: 0; }  /* no padding where passing cells show */
+#tabs .figure-table :is(td, th) { white-space: nowrap; }
 /* scrolled sideways, a row still says what it is: the first column stays put (opaque, over the cells passing under) */
-#compare-table :is(td, th):first-child, #bild-sweep-table :is(td, th):first-child, #lab-table :is(td, th):first-child {
+#tabs .figure-table :is(td, th):first-child {
   position: sticky; left: 0; z-index: 1; background: var(--background-fill-primary, #fff);
   /* its own right edge and row line (a sticky cell's background covers the table's collapsed borders) */
   box-shadow: inset -1px 0 0 var(--table-border-color, #94a3b8), inset 0 -1px 0 var(--table-border-color, #94a3b8); }
-/* no padding left of it, where the passing cells would show */
-#compare-table table, #bild-sweep-table table, #lab-table table { padding-left: 0; }
 @media (max-width: 480px) {  /* on a phone the names may wrap, so the numbers keep most of the width */
-  #compare-table :is(td, th):first-child, #bild-sweep-table :is(td, th):first-child, #lab-table :is(td, th):first-child {
-    white-space: normal; overflow-wrap: anywhere; min-width: 9em; max-width: 38vw; }
+  #tabs .figure-table :is(td, th):first-child { white-space: normal; overflow-wrap: anywhere; min-width: 9em; max-width: 38vw; }
 }
 """
 
