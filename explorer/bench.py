@@ -30,6 +30,7 @@ from .limits import clip
 from .methods.eesd.exits import exit_for
 from .models import quiet_transformers
 from .progress import print_progress
+from .words import plural
 
 PROMPTS_FILE = Path(__file__).resolve().parent.parent / "assets" / "prompts.json"
 DEFAULT_SYSTEMS = (
@@ -59,6 +60,12 @@ PHASES = ("draft", "verify", "other")  # a round's clocks (``Timing``): a row's 
 HF_SYSTEMS = "hf-generate, hf-assisted:prompt-lookup:n, hf-assisted:early-exit:N[@γ], hf-beam:<k>"
 
 
+def system_grammar() -> str:
+    """Every system name the benchmark takes: Hugging Face's, then each method's from its registry record (so
+    ``bench --help`` and the refusal of a bad name cannot fall behind a new method)."""
+    return f"{HF_SYSTEMS} or one of the explorer's: {methods.system_syntax()}"
+
+
 def parse_system(name: str, gamma: int, controller: str) -> System:
     if name == "hf-generate":
         return System(name, name, None, None, 0)
@@ -71,8 +78,7 @@ def parse_system(name: str, gamma: int, controller: str) -> System:
             return System(name, "hf-assisted", draft, "hf-constant", int(own_gamma) if at else gamma)
     keywords = methods.parse_system(name)
     if keywords is None:
-        raise ExplorerError(f"unknown system {clip(name, 60)}: use {HF_SYSTEMS} or one of the explorer's: "
-                            f"{methods.system_syntax()}")
+        raise ExplorerError(f"unknown system {clip(name, 60)}: use {system_grammar()}")
     method = methods.get(keywords.pop("method"))
     draft = keywords.pop("draft", None)
     own_controller, own_gamma = keywords.pop("controller", None), keywords.pop("gamma", None)
@@ -390,7 +396,8 @@ def markdown(report: dict, text: Callable[[object], str] | None = None) -> str:
         where = part("{} on {}", "model", "device") or part("{}", "model")
         how = ", ".join(x for x in (part("{}", "dtype"), part("{} threads", "torch_threads")) if x)
         parts = [(where or "") + (f" ({how})" if how else ""),
-                 part("{} prompts × {} repeats", "prompts", "repeats"), part("{} new tokens", "max_new_tokens"),
+                 part(f"{plural(m.get('prompts') or 0, 'prompt')} × {plural(m.get('repeats') or 0, 'repeat')}",
+                      "prompts", "repeats"), part("{} new tokens", "max_new_tokens"),
                  part("temperature {}", "temperature"), part("γ = {} ({})", "gamma", "controller")]
         shown = ", ".join(x for x in parts if x)
         if shown:

@@ -11,6 +11,7 @@ import html
 
 import plotly.graph_objects as go
 
+from ..words import plural
 from .style import BASELINE_COLOUR, DRAFT_COLOUR, RUN_COLOUR, base_layout
 
 
@@ -53,7 +54,7 @@ def compare_figure(report: dict, against: str = "ar") -> go.Figure:
     fig.update_yaxes(title_text="system", autorange="reversed")  # the report's first row on top
     fig.update_xaxes(title_text=f"speed-up over {baseline} (×)", rangemode="tozero")
     meta = report.get("meta") or {}
-    counts = (f", {meta['prompts']} prompts × {meta['repeats']} repeats"
+    counts = (f", {plural(meta['prompts'], 'prompt')} × {plural(meta['repeats'], 'repeat')}"
               if meta.get("prompts") and meta.get("repeats") else "")
     title = f"Speed-up over {baseline}: measured vs predicted · {html.escape(str(meta.get('model') or ''))}{counts}"
     return base_layout(fig, title, height=max(440, 150 + 22 * len(rows) * len(fig.data)))

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import html
 
+from ..words import ordinal
 from .style import FATE_COLOURS
 
-PLACES = {1: "1st", 2: "2nd", 3: "3rd", 4: "4th"}
 
 RACE_CSS = """
 .race { font-size: 13px; }
@@ -39,7 +39,7 @@ def race_html(views, max_new_tokens: int) -> str:
         ratio = f"×{rate / base:.2f} plain decoding" if base and rate and v is not plain else \
             ("the reference" if v is plain else "")
         accepted = f"{v.accepted} of {v.drafted} drafts accepted" if v.drafted else ""
-        place = f"<b>finished {PLACES.get(v.place, f'{v.place}th')}</b>" if v.done and v.place else ""
+        place = f"<b>finished {ordinal(v.place)}</b>" if v.done and v.place else ""
         share = min(100.0, 100.0 * len(v.tokens) / max(1, max_new_tokens))
         text = "".join(f"<span class='race-tok race-{html.escape(k)}'>{html.escape(t)}</span>" for t, k in v.tokens)
         stats = "".join(f"<span class='race-stat'>{s}</span>" for s in (

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from ...words import ordinal
 from ..style import FATE_COLOURS, RUN_COLOUR, base_layout
 from . import MethodView, drawn_rounds, register
 
@@ -39,7 +40,7 @@ def acceptance_figure(trace, round_index: int) -> go.Figure:
         yaxis={"title": {"text": "drafted tokens"}, "rangemode": "tozero"},
         yaxis2={"title": {"text": "α̂ (acceptance rate)"}, "overlaying": "y", "side": "right", "range": [0, 1.02]},
     )
-    thinned = f", every {every}th of {len(trace.rounds)} rounds drawn" if every > 1 else ""
+    thinned = f", every {ordinal(every)} of {len(trace.rounds)} rounds drawn" if every > 1 else ""
     return base_layout(fig, f"Drafted vs accepted tokens per round (selected: round {selected}{thinned})", height=320)
 
 

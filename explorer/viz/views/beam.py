@@ -146,6 +146,7 @@ register(MethodView(
 ))
 register_note("beam", "Speculative beam search. The exact rule (Leviathan et al. A.4) keeps a draft's beam step only "
                       "when the target's own beam step gives the same beams, so its output is beam search on the "
-                      "target (identical to Hugging Face's num_beams=k). The 004 rule (the reproduction report's "
-                      "Algorithm 2) verifies each beam's draft by speculative sampling and branches after it: "
+                      "target (identical to Hugging Face's num_beams=k). The 004 rule (Algorithm 2 of Tulsian, Goyal "
+                      "and Aggarwal's reproduction of speculative decoding, paper 004 of the papers this explorer "
+                      "implements) verifies each beam's draft by speculative sampling and branches after it: "
                       "approximate, and its beams differ from beam search's. The token view shows the best beam.")

@@ -24,6 +24,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ...words import ordinal
 from ..style import DRAFT_COLOUR, FATE_COLOURS, OKABE_ITO, base_layout, empty_figure
 from ..text import label
 from . import MethodView, drawn_rounds, register
@@ -195,7 +196,7 @@ def posterior_figure(trace, round_index: int) -> go.Figure:
         fig.add_trace(go.Scatter(
             x=sx, y=sy, customdata=text, mode="markers",
             name="sampled θ (one per draft step)" if stride == 1 else
-                 f"sampled θ (one per draft step; every {stride}th round of {len(trace.rounds)} shown)",
+                 f"sampled θ (one per draft step; every {ordinal(stride)} round of {len(trace.rounds)} shown)",
             marker={"color": DRAFT_COLOUR, "size": 5, "line": {"color": "#ffffff", "width": 0.5}},
             hovertemplate="round %{x}<br>%{customdata}<extra></extra>"), row=1, col=1)
 
@@ -223,7 +224,7 @@ def posterior_figure(trace, round_index: int) -> go.Figure:
     fig.update_yaxes(title_text="tokens", rangemode="tozero", row=2, col=1)
     _round_axes(fig, xs)
     if every > 1:
-        title += f" · every {every}th of {len(xs)} rounds drawn"
+        title += f" · every {ordinal(every)} of {len(xs)} rounds drawn"
     base_layout(fig, f"{title} · selected: round {selected + 1}", height=560)
     fig.update_layout(margin={"r": 90})
     return fig

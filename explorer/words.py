@@ -1,0 +1,19 @@
+"""Counting words, written once: a page that says "every 2th of 15 rounds" or "1 prompts × 1 repeats" reads
+as careless, and each place that built its own suffix or plural got one of them wrong (#42).
+
+A leaf: imports nothing of the project."""
+
+from __future__ import annotations
+
+
+def ordinal(n: int) -> str:
+    """1st, 2nd, 3rd, 4th, … 11th, 12th, 13th, … 21st, 72nd, 101st, 111th."""
+    n = int(n)
+    suffix = "th" if n % 100 in (11, 12, 13) else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def plural(n: int, word: str, words: str | None = None) -> str:
+    """``n`` and the word in the number it takes: "1 prompt", "3 prompts", "1 degree of freedom" (``words``: a
+    plural that is not ``word`` + s)."""
+    return f"{n} {word if n == 1 else words or word + 's'}"
