@@ -22,6 +22,7 @@ from .quality import first_divergence, token_agreement
 MAX_AUDIT_RUNS = 2000
 MAX_AUDIT_TOKENS = 400_000  # runs × prompt tokens: each run reads the prompt again (200 runs of a 2 000-token prompt)
 MIN_EXPECTED = 5.0  # χ²'s rule of thumb: tokens expected fewer times than this share one "other" bin
+POWER_TEMPERATURES = (0.3, 0.5, 0.7, 1.0, 1.5, 2.0, 3.0, 5.0)  # tried, nearest first, when a first token is near-certain
 
 
 # -- greedy: first divergence and the top-2 margin there ----------------------------------------------
@@ -98,6 +99,17 @@ class SamplingAudit:
     paths: dict
     token_text: dict  # id → its text piece, for the binned tokens
     lossy: bool = False  # the method, with the options audited, may differ from the target (its runs say so)
+    # With fewer than two bins χ² compares nothing and passes whatever the method does (#42: 20 runs, one first
+    # token, "p = 1. Consistent"). Then: the target's probability of its likeliest first token, and what would
+    # give the test something to compare: as many runs, or this temperature (None: none would, within reach).
+    likeliest: float | None = None
+    runs_for_power: int | None = None
+    temperature_for_power: float | None = None
+
+    @property
+    def powerless(self) -> bool:
+        """Whether the χ² test had nothing to compare: every draw fell in one bin."""
+        return len(self.bins) < 2
 
 
 def chi_square(counts: dict[int, int], probs: dict[int, float], runs: int) -> tuple[float, int, float, tuple, int]:
@@ -167,10 +179,26 @@ def sampling_audit(model, prompt: str | None = None, *, prompt_ids: list[int] | 
     target = api.load_cached(model, decode_options.get("device"), decode_options.get("dtype"))
     with torch.no_grad():
         logits = target.model(torch.tensor([ids], device=target.device)).logits[0, -1:]
-    p = warp(logits, SamplingConfig(float(temperature), top_k, float(top_p)))[0].double().cpu()
-    support = torch.nonzero(p > 0).flatten().tolist()
-    probs = {t: float(p[t]) for t in support}
+    probs = _support(warp(logits, SamplingConfig(float(temperature), top_k, float(top_p)))[0])
     chi2, dof, p_value, bins, impossible = chi_square(counts, probs, runs)
+    likeliest = max(probs.values())
+    power = {}
+    if len(bins) < 2:  # a test that cannot fail: say what would give it power
+        needed = math.ceil(MIN_EXPECTED / (1 - likeliest)) if likeliest < 1 else None
+        nearest = sorted((t for t in POWER_TEMPERATURES if t != temperature), key=lambda t: abs(math.log(t / temperature)))
+        other = next((t for t in nearest if len(chi_square(
+            {}, _support(warp(logits, SamplingConfig(t, top_k, float(top_p)))[0]), runs)[3]) >= 2), None)
+        power = {"runs_for_power": needed if needed is not None and needed <= MAX_AUDIT_RUNS else None,
+                 "temperature_for_power": other}
     return SamplingAudit(runs=runs, temperature=float(temperature), chi2=chi2, dof=dof, p_value=p_value, bins=bins,
                          impossible=impossible, paths=paths, lossy=trace.settings.lossy,
-                         token_text=target.token_texts([t for t, _, _ in bins if t is not None]))
+                         token_text=target.token_texts([t for t, _, _ in bins if t is not None]), likeliest=likeliest,
+                         **power)
+
+
+def _support(p) -> dict[int, float]:
+    """token → probability of a warped distribution (1-D tensor), the tokens with p > 0."""
+    import torch
+
+    p = p.double().cpu()
+    return {t: float(p[t]) for t in torch.nonzero(p > 0).flatten().tolist()}

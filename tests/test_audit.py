@@ -77,9 +77,10 @@ def test_the_sampling_audit_passes_a_lossless_method_and_catches_a_lossy_one(met
     assert (audit.p_value > 1e-3) if passes else (audit.p_value < 1e-3), audit
     words = sampling_audit_text(audit, lossy=not passes)
     assert ("Consistent with the target's own distribution" in words) == passes
-    # how the first token came about, in words with its count (it read "came 40 corrected")
-    assert "the first token was " in words and "came " not in words
-    assert all(f" in {n}" in words for n in audit.paths.values())
+    # how the first token came about, in whole clauses with their counts (it read "came 40 corrected", then
+    # "was the target's correction after a refusal in 20")
+    assert " of the 300 runs the target " in words and "came " not in words
+    assert all(f" {n} " in words for n in audit.paths.values())
     fig = sampling_audit_figure(audit)
     assert fig.layout.xaxis.title.text == "first token" and fig.layout.yaxis.title.text == "runs"
 

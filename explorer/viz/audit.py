@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from ..audit import MIN_EXPECTED
+from ..words import plural
 from .style import BASELINE_COLOUR, FATE_COLOURS, base_layout, empty_figure
 from .text import label, quoted, safe_markdown
 
@@ -48,27 +50,60 @@ def greedy_audit_text(trace, baseline, audit) -> str:
     return words
 
 
-# How a run's first token came about (``RoundTrace.emitted_kind``), in words: "was … in 40" ("came 40
-# corrected" read as a number of tokens)
-PATH_WORDS = {"accepted": "a draft the target accepted", "corrected": "the target's correction after a refusal",
-              "bonus": "the target's bonus token after every draft passed", "target": "the target's own (no draft)"}
+# How a run's first token came about (``RoundTrace.emitted_kind``), as what the target did: a whole clause each
+# ("the first token was the target's correction after a refusal in 20" read as a token count)
+PATH_WORDS = {"accepted": "accepted the draft's token",
+              "corrected": "refused the draft's first token and drew its own correction",
+              "bonus": "accepted every draft and added its own bonus token",
+              "target": "decoded it alone (nothing was drafted)"}
+
+
+def first_token_paths(audit) -> str:
+    """"In 15 of the 20 runs the target refused …; in 5 it accepted …" (the commonest way first)."""
+    ranked = sorted(audit.paths.items(), key=lambda kv: -kv[1])
+    clauses = []
+    for i, (kind, n) in enumerate(ranked):
+        words = PATH_WORDS.get(kind, safe_markdown(kind))
+        if i:
+            clauses.append(f"in {n} it {words}")
+        else:
+            runs = f"all {audit.runs} runs" if n == audit.runs else f"{n} of the {audit.runs} runs"
+            clauses.append(f"In {runs} the target {words}")
+    return "; ".join(clauses) + "." if clauses else ""
 
 
 def sampling_audit_text(audit, lossy: bool) -> str:
-    """Markdown for a ``SamplingAudit``: the χ² test's verdict from its numbers."""
-    paths = ", ".join(f"{PATH_WORDS.get(kind, kind)} in {n}" for kind, n in
-                      sorted(audit.paths.items(), key=lambda kv: -kv[1]))
-    head = (f"**Sampling audit**: {audit.runs} seeded runs at temperature {audit.temperature:g}; the first token "
-            f"was {paths}. Pearson's χ² = {audit.chi2:.1f} over {audit.dof} degrees of freedom, **p = "
-            f"{audit.p_value:.3g}**.")
+    """Markdown for a ``SamplingAudit``: the χ² test's verdict from its numbers, or, where every draw fell in one
+    bin, that the test could not fail and what would give it power."""
+    head = (f"**Sampling audit**: {audit.runs} seeded runs at temperature {audit.temperature:g}. "
+            f"{first_token_paths(audit)} Pearson's χ² = {audit.chi2:.1f} over "
+            f"{plural(audit.dof, 'degree of freedom', 'degrees of freedom')}, **p = {audit.p_value:.3g}**.")
     if audit.impossible:
         return head + f" ⚠ {audit.impossible} draws were tokens the target gives probability 0."
+    if audit.powerless:
+        return head + " " + _no_power(audit)
     if audit.p_value >= 0.01:
         return head + (" Consistent with the target's own distribution (p ≥ 0.01)." if not lossy else
                        " Not distinguishable from the target's distribution at this many runs.")
     return head + (" The first token does **not** follow the target's distribution (p < 0.01)"
                    + (": expected for a lossy method." if lossy else ": a lossless method should not do this "
                       "(rerun with more runs; 1 in 100 honest audits lands here by chance)."))
+
+
+def _no_power(audit) -> str:
+    """Why a one-bin audit proves nothing, and what would let it fail."""
+    likeliest = getattr(audit, "likeliest", None)
+    sure = (f"the target gives its likeliest first token probability {likeliest:.3f} at this temperature"
+            if likeliest is not None else "the target's first token is near-certain")
+    ways = []
+    if getattr(audit, "temperature_for_power", None) is not None:
+        ways.append(f"set the temperature to {audit.temperature_for_power:g} (Sampling, in Watch)")
+    if getattr(audit, "runs_for_power", None) is not None:
+        ways.append(f"run at least {audit.runs_for_power} runs")
+    ways.append("pick a prompt whose first word is open (\"Name a fruit.\", \"Tell me a story.\")")
+    return (f"⚠ **This test cannot fail here**: {sure}, so every other token is expected fewer than "
+            f"{MIN_EXPECTED:g} times in {audit.runs} runs and all the draws share one bin: χ² has nothing to compare, "
+            f"whatever the method does. To give it power, {', or '.join(ways)}.")
 
 
 def sampling_audit_figure(audit) -> go.Figure:
