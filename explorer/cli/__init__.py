@@ -17,7 +17,21 @@ import sys
 
 from ..errors import ExplorerError, one_line
 
+class _Formatter(argparse.HelpFormatter):
+    """Help wrapped at spaces only: a system or draft name (``hf-assisted:…``, ``eagle-tree``) broken at its hyphen
+    reads as two words."""
+
+    def _split_lines(self, text, width):
+        import textwrap
+
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
+
     def error(self, message):  # one clear line, exit 2
         command = self.prog.removeprefix("python -m explorer").strip()
         message = " ".join(str(message).split())  # argparse quotes the value: it may be huge or hold newlines

@@ -9,7 +9,8 @@ from . import _add_dtype
 
 
 def add_parser(sub) -> None:
-    from ..bench import DEFAULT_SYSTEMS
+    from ..bench import DEFAULT_SYSTEMS, system_grammar
+    from ..drafts import draft_forms
     from ..engine.controllers import CONTROLLERS, DEFAULT_CONTROLLER, DEFAULT_GAMMA
 
     bench = sub.add_parser("bench", help="benchmark HF generate and our methods side by side")
@@ -17,12 +18,17 @@ def add_parser(sub) -> None:
     bench.add_argument("--pair", help="a target and its drafts: smollm2-1.7b | tiny; sets --model and, where no "
                        "--system is given, the systems (hf-generate, ar and speculative with each of its drafts)")
     bench.add_argument("--system", action="append", dest="systems", metavar="NAME",
-                       help=f"hf-generate | ar | speculative:<draft> (repeatable; default: {' '.join(DEFAULT_SYSTEMS)})")
-    bench.add_argument("--repeats", type=int, default=3)
-    bench.add_argument("--max-new-tokens", type=int, default=64)
-    bench.add_argument("--temperature", type=float, default=0.0)
-    bench.add_argument("--gamma", type=int, default=DEFAULT_GAMMA)
-    bench.add_argument("--controller", default=DEFAULT_CONTROLLER, choices=list(CONTROLLERS))
+                       help=(f"{system_grammar()}; <draft> is {draft_forms()} (repeatable; default: "
+                             f"{' '.join(DEFAULT_SYSTEMS)})").replace("%", "%%"))
+    bench.add_argument("--repeats", type=int, default=3, help="runs of every system on every prompt, in a rotating "
+                       "order; tokens/s is their median, with min and max (default 3)")
+    bench.add_argument("--max-new-tokens", type=int, default=64, help="tokens each run generates (default 64)")
+    bench.add_argument("--temperature", type=float, default=0.0, help="0 = greedy, where every lossless system must "
+                       "match plain decoding token for token; above 0, sampling (default 0)")
+    bench.add_argument("--gamma", type=int, default=DEFAULT_GAMMA, help="tokens drafted per round for systems that do "
+                       f"not name their own with @γ (default {DEFAULT_GAMMA})")
+    bench.add_argument("--controller", default=DEFAULT_CONTROLLER, choices=list(CONTROLLERS),
+                       help=f"how γ changes between rounds, for systems that do not name one (default {DEFAULT_CONTROLLER})")
     bench.add_argument("--device", help="cpu | cuda (default: cuda when present)")
     _add_dtype(bench)
     bench.add_argument("--prompts", choices=("shipped", "heldout"), default="shipped",

@@ -108,9 +108,13 @@ def summary_line(trace) -> str:
              f"{s.wall_s:.2f} s", f"{s.tokens_per_s or 0:.1f} tok/s", f"{s.rounds} rounds",
              f"{s.tokens_per_target_forward or 0:.2f} tok/target-forward"]
     if s.acceptance_rate is not None:
-        parts.append(f"acceptance {s.acceptance_rate:.0%}")
+        # the theory (and --vs-ar's explanation) uses α̂ = accepted ÷ tested: say where the two part
+        tested = (f" (α̂ {s.alpha_hat:.2f} of those tested: a draft after a refused one is discarded untested)"
+                  if s.alpha_hat is not None else "")
+        parts.append(f"{s.acceptance_rate:.0%} of drafted tokens accepted{tested}")
     if s.hm is not None:
-        parts.append(f"r_d {s.r_d:.0%} · HM {s.hm:.0%}")
+        parts.append(f"r_d {s.r_d:.0%} (the share of the output the draft wrote) · HM {s.hm:.0%} (harmonic mean of "
+                     "v_d and r_d)")
     parts.append(f"stop: {s.stop_reason}")
     line = " · ".join(parts)
     return f"{line}\ndraft: {trace.draft_about}" if trace.draft_about and trace.draft_about != trace.draft else line
