@@ -22,14 +22,15 @@ class DraftKind:
     """One kind of draft: ``build(spec, argument, target, load_model)`` gives its drafter (``argument``:
     what follows ``<name>:``); ``form`` is how it is written, for messages; ``detail`` the keys its
     drafter adds to a round's ``detail`` (checked when a trace is loaded); ``glossary`` its words;
-    ``examples`` the specs the page's drafter menu offers."""
+    ``examples`` the specs the page's drafter menu offers, or a function giving them (a kind whose trained parts
+    ship for some sizes reads them from its artifacts)."""
 
     name: str
     form: str
     build: Callable[[str, str, object, Callable], Drafter]
     detail: Record | None = None
     glossary: str = ""
-    examples: tuple[str, ...] = ()
+    examples: tuple[str, ...] | Callable[[], tuple[str, ...]] = ()
 
 
 KINDS: dict[str, DraftKind] = {}
@@ -53,7 +54,8 @@ def draft_forms() -> str:
 
 def draft_examples() -> list[str]:
     """Every registered kind's example specs, for the page's drafter menu."""
-    return [spec for kind in KINDS.values() for spec in kind.examples]
+    return [spec for kind in KINDS.values()
+            for spec in (kind.examples() if callable(kind.examples) else kind.examples)]
 
 
 def kinds_in(spec: str | None) -> list[DraftKind]:

@@ -26,5 +26,5 @@ EXAMPLES = (
     Example("code", "Write a Python function is_palindrome(s) that ignores case and spaces, with a docstring "
             "and two doctest examples.", "speculative", "prompt-lookup:2"),
     Example("factual QA", "What is the capital of Australia, and why was it chosen over Sydney and Melbourne?",
-            "speculative", "early-exit:16"),
+            "speculative", "early-exit:12"),
 )

@@ -66,14 +66,14 @@ def precision_note(trace) -> str:
 
 def draft_line(trace) -> str:
     """Which trained part the run's draft used (an exit layer, BiTA's tokens; ``trace.draft_about``), and a
-    warning when none fitted this model's weights (the draft then runs untrained: accepted far less)."""
+    warning when it runs untrained (accepted far less). What is missing is the draft's own words: ``draft_about``
+    names it (an exit at another depth ships, or none for these weights), so this line does not guess."""
     about = getattr(trace, "draft_about", None)
     if not about or about == trace.draft:
         return ""
     line = f"\n\nDraft used: {safe_markdown(about)}"
     if "untrained" in about:
-        line += ("\n\n⚠ No trained draft ships for these weights (the artifacts are found by the model's "
-                 "fingerprint): this draft is untrained, so far fewer of its tokens are accepted.")
+        line += "\n\n⚠ An untrained draft: far fewer of its tokens are accepted than a trained one's."
     return line
 
 

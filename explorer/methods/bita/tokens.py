@@ -69,7 +69,7 @@ class BitaTokens:
             return f"untrained mask tokens ({self.n_masks} masks, {self.n_prompt} prompt tokens)"
         acc = self.manifest.get("heldout", {}).get("trained", {}).get("top1")
         extra = f", held-out top-1 of mask 1: {acc[0]:.0%}" if isinstance(acc, list) and acc else ""
-        return f"trained BiTA tokens {self.path.name} ({self.n_prompt} prompt, {self.n_masks} mask{extra})"
+        return f"trained BiTA tokens ({self.n_prompt} prompt, {self.n_masks} mask{extra})"
 
     def prompt_cache(self) -> DynamicCache:
         """A fresh cache (layers growing in place, ``engine.cache``) holding the P prompt tokens' keys and

@@ -63,7 +63,7 @@ class FeatureHead(torch.nn.Module):
             return "untrained feature head (random FC, copies of the target's last layers)"
         accept = self.manifest.get("heldout_acceptance")
         extra = f", held-out first-draft acceptance {accept[0]:.0%}" if isinstance(accept, list) and accept else ""
-        return f"trained feature head {self.path.name}{extra}"
+        return f"trained feature head{extra}"
 
 
 def new_head(model: torch.nn.Module, n_layers: int = 1, vocab: torch.Tensor | None = None,

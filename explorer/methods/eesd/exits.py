@@ -17,6 +17,7 @@ training figures (tokens, steps, seed, loss) and held-out greedy agreement train
 from __future__ import annotations
 
 import copy
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -51,7 +52,7 @@ class ExitHead:
             return f"untrained exit after layer {self.n_layers} (the model's own norm and head)"
         agree = self.manifest.get("heldout_agreement")
         extra = f", held-out agreement {agree:.0%}" if isinstance(agree, (int, float)) else ""
-        return f"trained exit layer {self.path.name}{extra}"
+        return f"trained exit layer{extra}"  # its file is an internal name: a reader wants what it measured
 
 
 def artifact_stem(model: torch.nn.Module, n_layers: int) -> str:
@@ -61,6 +62,19 @@ def artifact_stem(model: torch.nn.Module, n_layers: int) -> str:
 def find_exit(model: torch.nn.Module, n_layers: int, folder: Path | None = None) -> Path | None:
     """The shipped (or trained) artifact for this model and N, if there is one."""
     return artifacts.find(folder or ARTIFACT_DIR, artifact_stem(model, n_layers))
+
+
+def shipped_depths(model: torch.nn.Module | None = None, folder: Path | None = None) -> list[int]:
+    """The N of every exit layer in ``folder`` (default: the shipped ones), for ``model`` where given (its
+    fingerprint), else for any model: what the drafter menu offers and what a missing exit's words name, read from
+    the artifacts so neither falls behind what is trained."""
+    prefix = f"{fingerprint(model)}-n" if model is not None else ""
+    depths = set()
+    for path in Path(folder or ARTIFACT_DIR).glob(f"{prefix}*.safetensors"):
+        found = re.search(r"-n(\d+)$", path.stem)
+        if found and artifacts.find(path.parent, path.stem) is not None:
+            depths.add(int(found.group(1)))
+    return sorted(depths)
 
 
 def untrained_exit(model: torch.nn.Module, n_layers: int) -> ExitHead:
