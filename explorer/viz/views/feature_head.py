@@ -28,7 +28,11 @@ TITLE = "Feature head: acceptance and feature drift by draft position"
 
 
 def _feature_head(trace) -> bool:
-    return str(trace.draft or "").startswith("feature-head")
+    """Where the rounds carry what this view reads, the cosine of each draft's predicted feature: a linear run
+    of the head (``eagle``, ``speculative``). eagle-tree drafts with the head too but records a tree, and offering
+    this view there drew "drafted nothing" every round under a legend of lines never drawn (#42 item 3)."""
+    return str(trace.draft or "").startswith("feature-head") and any(
+        "feature_cos" in (r.detail or {}) for r in trace.rounds)
 
 
 def separation(rounds) -> dict | None:
