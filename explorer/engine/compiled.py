@@ -49,12 +49,16 @@ import torch.nn.functional as F
 
 from .. import machine
 from ..errors import one_line
+from . import lowbit
 from .kernels import PACKED_ROWS, say
 
 MIN_LAYER_WEIGHTS = 10**6  # "auto" compiles layers from this size (SmolLM2-135M's: 3.5 M weights)
 COMPILE_TIMEOUT_S = 300  # a cold compile took 8–25 s on 2 cores here; past this the eager path stays
 TRACE_ROWS, TRACE_PAST, TRACE_CAPACITY = 7, 113, 251  # example sizes equal to no model dimension (see _compile)
 FAMILY = {"mkl": "mkl", "onednn-1": "onednn", "onednn-8": "onednn"}  # kernel -> the graph that calls it
+# tensors each product's weight is passed as, per family: one (dense or packed), or the low-bit kernels' two
+# (``engine.lowbit``: codes and their scales); "dense" is a low-bit layer's de-quantised fallback (a plain product)
+ARITY = {"mkl": 1, "onednn": 1, "dense": 1, "int4": 2, "int8": 2}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,7 +73,7 @@ class LayerShape:
     eps: float
     scaling: float
     dtype: str  # "float32" | "bfloat16"
-    family: str  # "onednn" (packed weights) | "mkl" (dense weights)
+    family: str  # "onednn" (packed weights) | "mkl" or "dense" (dense weights) | "int4" | "int8" (engine.lowbit)
     bias: bool  # the products add biases
 
 
@@ -84,11 +88,15 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
-def product(family: str, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    """(R, I) -> (R, O): oneDNN's op over a packed weight, or the plain (MKL) product over a dense one."""
+def product(family: str, x: torch.Tensor, weight: tuple[torch.Tensor, ...], bias: torch.Tensor | None) -> torch.Tensor:
+    """(R, I) -> (R, O): oneDNN's op over a packed weight, the plain (MKL) product over a dense one, or a
+    low-bit kernel over its codes and scales (``engine.lowbit``); ``weight`` is the family's tensors."""
     if family == "onednn":
-        return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
-    return F.linear(x, weight, bias)
+        return torch.ops.mkldnn._linear_pointwise(x, weight[0], bias, "none", [], "")
+    if family in ("mkl", "dense"):
+        return F.linear(x, weight[0], bias)
+    out = lowbit.multiply(family, x, weight)
+    return out if bias is None else out + bias
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, scale: float) -> torch.Tensor:
@@ -105,15 +113,24 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Ten
     return out.view(n, t, d).transpose(0, 1).reshape(t, n * d)
 
 
-def llama_layer(shape: LayerShape, h, k_cache, v_cache, slots, cos, sin, mask, qkv, o, gate_up, down,
-                norm_in, norm_post, qkv_bias=None, o_bias=None, gate_up_bias=None, down_bias=None) -> torch.Tensor:
+def weight_arguments(shape: LayerShape, products, norms, biases=()) -> tuple[torch.Tensor, ...]:
+    """``llama_layer``'s weight arguments in order: the four products' tensors (qkv, o, gate_up, down; each
+    ``ARITY[family]`` of them), the two norm weights, then the four biases where the shape has them."""
+    return tuple(t for p in products for t in p) + tuple(norms) + (tuple(biases) if shape.bias else ())
+
+
+def llama_layer(shape: LayerShape, h, k_cache, v_cache, slots, cos, sin, mask, *weights) -> torch.Tensor:
     """One Llama decoder layer over T new rows (HF's ``LlamaDecoderLayer`` with SiLU, batch 1), taking its
     arguments in the shapes the decoder hands a layer, so calling it costs no reshaping in Python.
 
     h (1, T, H); k_cache, v_cache (1, G, C, D), written in place at ``slots`` (T,) and read at positions
-    0..S−1; cos, sin (1, T, D); mask (1, 1, T, S) additive; qkv, o, gate_up, down: the weights in the
-    family's form (packed or dense), biases likewise where the shape has them; norm weights (H,).
-    Returns (1, T, H)."""
+    0..S−1; cos, sin (1, T, D); mask (1, 1, T, S) additive; ``weights`` as ``weight_arguments`` orders
+    them: the products in the family's form (packed, dense or low-bit), the norm weights (H,), the biases
+    where the shape has them. Returns (1, T, H)."""
+    a = ARITY[shape.family]
+    qkv, o, gate_up, down = (tuple(weights[i * a:(i + 1) * a]) for i in range(4))
+    norm_in, norm_post = weights[4 * a], weights[4 * a + 1]
+    qkv_bias, o_bias, gate_up_bias, down_bias = weights[4 * a + 2:4 * a + 6] if shape.bias else (None,) * 4
     t, s = h.shape[1], mask.shape[-1]
     n, g, d, inner = shape.heads, shape.kv_heads, shape.head_dim, shape.inner
     linear = functools.partial(product, shape.family)
@@ -297,17 +314,25 @@ def _example(shape: LayerShape, rows: int, past: int, capacity: int, generator=N
 
 
 def _weights(shape: LayerShape, generator=None) -> list[torch.Tensor]:
-    """Random weights of ``shape``'s layer in its family's form: the 4 products, the 2 norms, the biases.
-    Every one a tensor of its own: a graph traced with one object in two places reads the first for both."""
+    """Random weights of ``shape``'s layer in its family's form, ordered as ``weight_arguments``. Every one a
+    tensor of its own: a graph traced with one object in two places reads the first for both."""
     dtype = getattr(torch, shape.dtype)
     outs = [(shape.heads + 2 * shape.kv_heads) * shape.head_dim, shape.hidden, 2 * shape.inner, shape.hidden]
     ins = [shape.hidden, shape.heads * shape.head_dim, shape.hidden, shape.inner]
-    dense = [torch.randn(o, i, generator=generator, dtype=dtype) * i ** -0.5 for o, i in zip(outs, ins)]
-    if shape.family == "onednn":
-        dense = [torch.ops.mkldnn._reorder_linear_weight(w, PACKED_ROWS["onednn-8"]) for w in dense]
+    dense = [torch.randn(o, i, generator=generator) * i ** -0.5 for o, i in zip(outs, ins)]
+    if shape.family in ("int4", "int8"):
+        build = lowbit.LowBitLinear.int4 if shape.family == "int4" else lowbit.LowBitLinear.int8
+        made = [build(lowbit.Int4Blocks.rounded(w) if shape.family == "int4" else w, dtype=dtype) for w in dense]
+        products = [m.tensors for m in made]
+        if any(m.family != shape.family for m in made):
+            raise RuntimeError(f"no {shape.family} kernel here ({made[0].note})")
+    elif shape.family == "onednn":
+        products = [(torch.ops.mkldnn._reorder_linear_weight(w.to(dtype), PACKED_ROWS["onednn-8"]),) for w in dense]
+    else:
+        products = [(w.to(dtype),) for w in dense]
     norms = [1 + 0.1 * torch.randn(shape.hidden, generator=generator, dtype=dtype) for _ in range(2)]
-    biases = [0.1 * torch.randn(o, generator=generator, dtype=dtype) for o in outs] if shape.bias else []
-    return dense + norms + biases
+    biases = [0.1 * torch.randn(o, generator=generator, dtype=dtype) for o in outs]
+    return list(weight_arguments(shape, products, norms, biases))
 
 
 def _compile(shape: LayerShape, path: Path) -> None:

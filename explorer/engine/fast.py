@@ -101,6 +101,11 @@ class KernelLinear(torch.nn.Module):
         pointwise = torch.ops.mkldnn._linear_pointwise.default
         return lambda x: pointwise(x, form, bias, "none", [], "")
 
+    def compiled_form(self, kind: str) -> tuple[str, tuple[torch.Tensor]] | None:
+        """(family, tensors) of ``kind``'s kernel as the compiled layer takes them (``engine.compiled``),
+        None where this linear does not hold ``kind``'s form."""
+        return (compiled.FAMILY[kind], (self.forms[kind],)) if kind in self.forms else None
+
     def run(self, kind: str, flat: torch.Tensor) -> torch.Tensor:
         """(R, I) -> (R, O) through ``kind`` (the kernel measurement's call)."""
         return self._kernel(kind)(flat)
@@ -277,7 +282,10 @@ class FusedLlamaLayer(torch.nn.Module):
             and implementation in ("sdpa", "eager") and getattr(attn, "attention_dropout", 0.0) == 0.0 \
             and callable(getattr(mlp, "act_fn", None))
 
-    def __init__(self, layer: torch.nn.Module, kinds=("onednn-8",) * 3):
+    def __init__(self, layer: torch.nn.Module, kinds=("onednn-8",) * 3, products: tuple | None = None):
+        """``products``: the layer's four products (q/k/v, o, gate/up, down) made elsewhere, all taking and
+        giving one dtype (a low-bit copy's, ``engine.lowbit``), its norms then run in that dtype too; by
+        default the layer's own weights on this machine's kernels (``kinds``)."""
         super().__init__()
         attn, mlp = layer.self_attn, layer.mlp
         self.layer_idx = attn.layer_idx
@@ -287,20 +295,25 @@ class FusedLlamaLayer(torch.nn.Module):
         self.q_size = attn.q_proj.out_features
         self.kv_size = attn.k_proj.out_features
         self.inner = mlp.gate_proj.out_features
-        with torch.no_grad():
-            qkv = [attn.q_proj, attn.k_proj, attn.v_proj]
-            bias = None if attn.q_proj.bias is None else torch.cat([m.bias for m in qkv])
-            self.qkv = KernelLinear(torch.cat([m.weight for m in qkv]), bias, kinds, owned=True)  # (N·D + 2·G·D, H)
-            gate_up = [mlp.gate_proj, mlp.up_proj]
-            bias = None if mlp.gate_proj.bias is None else torch.cat([m.bias for m in gate_up])
-            self.gate_up = KernelLinear(torch.cat([m.weight for m in gate_up]), bias, kinds, owned=True)  # (2·I, H)
-        self.o_proj = KernelLinear(attn.o_proj.weight, attn.o_proj.bias, kinds)
-        self.down_proj = KernelLinear(mlp.down_proj.weight, mlp.down_proj.bias, kinds)
+        if products is None:
+            with torch.no_grad():
+                qkv = [attn.q_proj, attn.k_proj, attn.v_proj]
+                bias = None if attn.q_proj.bias is None else torch.cat([m.bias for m in qkv])
+                qkv = KernelLinear(torch.cat([m.weight for m in qkv]), bias, kinds, owned=True)  # (N·D + 2·G·D, H)
+                gate_up = [mlp.gate_proj, mlp.up_proj]
+                bias = None if mlp.gate_proj.bias is None else torch.cat([m.bias for m in gate_up])
+                gate_up = KernelLinear(torch.cat([m.weight for m in gate_up]), bias, kinds, owned=True)  # (2·I, H)
+            products = (qkv, KernelLinear(attn.o_proj.weight, attn.o_proj.bias, kinds), gate_up,
+                        KernelLinear(mlp.down_proj.weight, mlp.down_proj.bias, kinds))
+        self.qkv, self.o_proj, self.gate_up, self.down_proj = products
+        dtype = self.qkv.dtype
         self.act_fn = mlp.act_fn
-        self.norm_in = (layer.input_layernorm.weight, layer.input_layernorm.variance_epsilon)
-        self.norm_post = (layer.post_attention_layernorm.weight, layer.post_attention_layernorm.variance_epsilon)
+        # ``.to`` is the same tensor where the dtype is already the layer's (the fast view: nothing copied)
+        self.norm_in = (layer.input_layernorm.weight.detach().to(dtype), layer.input_layernorm.variance_epsilon)
+        self.norm_post = (layer.post_attention_layernorm.weight.detach().to(dtype),
+                          layer.post_attention_layernorm.variance_epsilon)
         self.silu = type(self.act_fn).__name__ == "SiLUActivation" or self.act_fn is F.silu
-        self._kv_like = torch.empty(1, self.kv_size // self.head_dim, 0, self.head_dim, dtype=self.norm_in[0].dtype)
+        self._kv_like = torch.empty(1, self.kv_size // self.head_dim, 0, self.head_dim, dtype=dtype)
         self._steps: tuple = (None,) * len(kernels.BUCKETS)  # per row bucket: (compiled step, its weights)
 
     def bind(self, kinds) -> None:
@@ -310,23 +323,26 @@ class FusedLlamaLayer(torch.nn.Module):
 
     def _compiled(self, kind: str):
         """(compiled step, its weight arguments) for row bucket kernel ``kind``, or None (SiLU MLPs only;
-        see ``engine.compiled``)."""
-        if not self.silu or self.norm_post[1] != self.norm_in[1] or kind not in self.qkv.forms:
+        see ``engine.compiled``). The products say how the compiled layer calls them (``compiled_form``):
+        all four must be of one family."""
+        linears = (self.qkv, self.o_proj, self.gate_up, self.down_proj)
+        forms = [m.compiled_form(kind) for m in linears]
+        if not self.silu or self.norm_post[1] != self.norm_in[1] or None in forms \
+                or len({family for family, _ in forms}) != 1:
             return None
         weight = self.norm_in[0]
-        linears = (self.qkv, self.o_proj, self.gate_up, self.down_proj)
         biases = [m.bias_tensor for m in linears]
         if any(b is None for b in biases) and any(b is not None for b in biases):
             return None
         shape = compiled.LayerShape(
             hidden=weight.shape[0], heads=self.q_size // self.head_dim, kv_heads=self.kv_size // self.head_dim,
             head_dim=self.head_dim, inner=self.inner, eps=float(self.norm_in[1]), scaling=float(self.scaling),
-            dtype=str(weight.dtype).replace("torch.", ""), family=compiled.FAMILY[kind], bias=biases[0] is not None)
+            dtype=str(weight.dtype).replace("torch.", ""), family=forms[0][0], bias=biases[0] is not None)
         step = compiled.layer_step(shape)
         if step is None:
             return None
-        args = tuple(m.forms[kind] for m in linears) + (self.norm_in[0], self.norm_post[0])
-        return step, args + (tuple(biases) if shape.bias else ())
+        return step, compiled.weight_arguments(shape, [tensors for _, tensors in forms],
+                                               (self.norm_in[0], self.norm_post[0]), biases)
 
     def _rms_norm(self, x: torch.Tensor, norm: tuple[torch.Tensor, float]) -> torch.Tensor:
         """HF's RMSNorm: in float32 one kernel (F.rms_norm: 15 µs against 23 µs for HF's six ops, same result

@@ -33,6 +33,13 @@ def default_gguf_path() -> Path | None:
     return path if path.is_file() else None
 
 
+def local_default_gguf() -> Path | None:
+    """The default's GGUF where it already is on this machine (the package, or the wheel fetched before),
+    never downloading: what a 4-bit copy of the default model reads its blocks from."""
+    fetched = cache_root() / "gguf" / DEFAULT_GGUF
+    return default_gguf_path() or (fetched if fetched.is_file() else None)
+
+
 def _load_default(dtype: torch.dtype):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

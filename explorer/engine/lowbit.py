@@ -1,0 +1,223 @@
+"""Linear layers whose weights stay in 4 or 8 bits: the product runs on the low-bit weights themselves
+(weight-only quantisation), activations in bfloat16.
+
+Why: a forward of a small model on a CPU streams its weights from memory once per token, so its cost is
+about their bytes. Kept in 4 bits a Llama layer's weights are ≈ 1/6 of their float32 bytes (codes plus a
+scale and a zero per group of 32), and a draft made of the target's own weights at that size costs a
+fraction of a target step while agreeing with it almost always (Leviathan et al. Theorem 3.8: the speed-up
+grows as c falls and α rises).
+
+Formats (``GROUP`` = 32 weights along the input per scale):
+    int4  w = d·q + m per group, codes q in 0–15: llama.cpp's Q4_1, exactly what the default model's GGUF
+          stores. torch's kernel computes (q − 8)·scale + zero, so scale = d and zero = m + 8·d.
+    int8  w = s·q per output row, codes q in −127…127.
+
+Kernels: ``aten._weight_int4pack_mm_for_cpu`` and ``aten._weight_int8pack_mm``. On x86 both are vectorised
+for bfloat16 activations only (float32 ones run a scalar loop), so a low-bit product takes and gives
+bfloat16. Which runs is decided per process by measuring this machine (``choose``): the low-bit kernel
+where it exists and beats the same weights de-quantised to bfloat16 through a plain product, else that
+plain product (the "dense" family: CUDA, an older torch, a CPU where the kernel loses, or
+``EXPLORER_LOWBIT=0``). Both compute the same function up to rounding; ``LowBitLinear.note`` says which runs.
+
+Shape legend: R rows (tokens), I input features, O output features, G groups (I / GROUP).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import threading
+import time
+
+import torch
+import torch.nn.functional as F
+
+GROUP = 32  # weights per scale along the input (Q4_1's block)
+FAMILIES = ("int4", "int8", "dense")  # how a LowBitLinear multiplies (``multiply``)
+
+
+@dataclasses.dataclass(frozen=True)
+class Int4Blocks:
+    """Weights (O, I) in groups of ``GROUP`` along I, w = scale·code + minimum (Q4_1). codes (O, I) uint8
+    in 0–15; scale and minimum (O, G) float32."""
+
+    codes: torch.Tensor
+    scale: torch.Tensor
+    minimum: torch.Tensor
+
+    def dense(self) -> torch.Tensor:
+        """The weights they stand for, (O, I) float32."""
+        o, i = self.codes.shape
+        groups = self.codes.view(o, i // GROUP, GROUP).float()  # (O, G, GROUP)
+        return (groups * self.scale[..., None] + self.minimum[..., None]).view(o, i)
+
+    @staticmethod
+    def rounded(weight: torch.Tensor) -> "Int4Blocks":
+        """Round-to-nearest onto each group's own 16-step grid from its minimum to its maximum (the grid Q4_1
+        uses), for weights that were never stored in 4 bits."""
+        o, i = weight.shape
+        groups = weight.detach().float().view(o, i // GROUP, GROUP)  # (O, G, GROUP)
+        low, high = groups.amin(-1), groups.amax(-1)  # (O, G)
+        scale = (high - low) / 15
+        scale = torch.where(scale > 0, scale, torch.ones_like(scale))  # a constant group: codes 0, w = minimum
+        codes = torch.round((groups - low[..., None]) / scale[..., None]).clamp_(0, 15).to(torch.uint8).view(o, i)
+        return Int4Blocks(codes, scale, low)
+
+    @staticmethod
+    def stacked(parts: list["Int4Blocks"]) -> "Int4Blocks":
+        """Several matrices' rows one after another (q, k and v as one product)."""
+        return Int4Blocks(*(torch.cat([getattr(p, f.name) for p in parts]) for f in dataclasses.fields(Int4Blocks)))
+
+
+def int8_rows(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Symmetric round-to-nearest per output row: codes (O, I) int8 and scales (O,) float32, w ≈ s·q."""
+    w = weight.detach().float()
+    scale = w.abs().amax(1) / 127  # (O,)
+    scale = torch.where(scale > 0, scale, torch.ones_like(scale))
+    return torch.round(w / scale[:, None]).clamp_(-127, 127).to(torch.int8), scale
+
+
+def multiply(family: str, x: torch.Tensor, tensors: tuple[torch.Tensor, ...]) -> torch.Tensor:
+    """(R, I) -> (R, O) through ``family``'s kernel over its ``tensors`` (see ``LowBitLinear``)."""
+    if family == "int4":
+        packed, scale_zero = tensors
+        return torch.ops.aten._weight_int4pack_mm_for_cpu(x, packed, GROUP, scale_zero)
+    if family == "int8":
+        codes, scales = tensors
+        return torch.ops.aten._weight_int8pack_mm(x, codes, scales)
+    return F.linear(x, tensors[0])
+
+
+class LowBitLinear(torch.nn.Module):
+    """``y = x Wᵀ (+ b)`` over weights kept in low bits, x and y in ``dtype`` (bfloat16). ``family`` says
+    which kernel runs (``FAMILIES``) and ``tensors`` what it reads: int4 (packed codes, scale-and-zero
+    (G, O, 2)), int8 (codes (O, I), scales (O,)), dense (the de-quantised weight (O, I)). A compiled layer
+    (``engine.compiled``) calls the same kernel on the same tensors (``compiled_form``)."""
+
+    def __init__(self, family: str, tensors: tuple[torch.Tensor, ...], out_features: int, in_features: int,
+                 bias: torch.Tensor | None, dtype: torch.dtype, note: str):
+        super().__init__()
+        self.family, self.tensors = family, tensors  # plain attributes: state_dict and .to() never see them
+        self.out_features, self.in_features, self.dtype = out_features, in_features, dtype
+        self.bias_tensor = None if bias is None else bias.detach().to(dtype)
+        self.note = note
+
+    @staticmethod
+    def int4(blocks: Int4Blocks, bias: torch.Tensor | None = None, dtype: torch.dtype = torch.bfloat16) -> "LowBitLinear":
+        """The blocks as they are (no new rounding of the codes; scale and zero in ``dtype``), on the int4
+        kernel where ``choose`` picks it, else de-quantised."""
+        o, i = blocks.codes.shape
+        family, why = choose("int4", blocks.codes.device, dtype, o, i)
+        if family == "int4":
+            packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(blocks.codes.to(torch.int32), 1)
+            scale_zero = torch.stack([blocks.scale, blocks.minimum + 8 * blocks.scale], dim=-1)  # (O, G, 2)
+            tensors = (packed, scale_zero.transpose(0, 1).contiguous().to(dtype))  # scale-and-zero (G, O, 2)
+        else:
+            tensors = (blocks.dense().to(dtype),)
+        return LowBitLinear(family, tensors, o, i, bias, dtype, why)
+
+    @staticmethod
+    def int8(weight: torch.Tensor, bias: torch.Tensor | None = None, dtype: torch.dtype = torch.bfloat16) -> "LowBitLinear":
+        """``weight`` rounded to int8 per row, on the int8 kernel where ``choose`` picks it, else de-quantised."""
+        o, i = weight.shape
+        codes, scales = int8_rows(weight)
+        family, why = choose("int8", weight.device, dtype, o, i)
+        tensors = (codes, scales.to(dtype)) if family == "int8" else ((codes.float() * scales[:, None]).to(dtype),)
+        return LowBitLinear(family, tensors, o, i, bias, dtype, why)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        flat = x.reshape(-1, self.in_features)  # (R, I)
+        if flat.dtype != self.dtype or not flat.is_contiguous():
+            flat = flat.to(self.dtype).contiguous()
+        out = multiply(self.family, flat, self.tensors)  # (R, O)
+        if self.bias_tensor is not None:
+            out = out + self.bias_tensor
+        return out.reshape(*x.shape[:-1], self.out_features)
+
+    def compiled_form(self, kind: str | None = None) -> tuple[str, tuple[torch.Tensor, ...]]:
+        """(family, tensors) as the compiled layer takes them (the row bucket's ``kind`` does not matter here)."""
+        return self.family, self.tensors
+
+    def extra_bytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in self.tensors)
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, family={self.family}"
+
+
+# -- which kernel runs, measured once per process -----------------------------------------------------------
+
+_CHOICES: dict[tuple, tuple[str, str]] = {}
+_LOCK = threading.Lock()
+PROBE_SHAPE = (1536, 576)  # (O, I) of the product timed for the choice: a default-model MLP matrix
+
+
+def choose(bits: str, device: torch.device, dtype: torch.dtype, out_features: int, in_features: int) -> tuple[str, str]:
+    """(family, why in a few words) for a ``bits`` ("int4" | "int8") product of this shape: the low-bit kernel
+    where it runs here and, timed once per process on one matrix, beats the same weights de-quantised to
+    ``dtype``; "dense" otherwise."""
+    if os.environ.get("EXPLORER_LOWBIT", "1").strip().lower() in ("0", "false", "no", "off"):
+        return "dense", f"de-quantised to {_name(dtype)} (EXPLORER_LOWBIT=0)"
+    if bits == "int4" and (out_features % 16 or in_features % GROUP):
+        return "dense", f"de-quantised to {_name(dtype)} (the int4 kernel takes {GROUP}-wide groups and rows by 16)"
+    with _LOCK:
+        key = (bits, str(device), dtype)
+        if key not in _CHOICES:
+            _CHOICES[key] = _measure(bits, device, dtype)
+        return _CHOICES[key]
+
+
+def _name(dtype: torch.dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def _measure(bits: str, device: torch.device, dtype: torch.dtype) -> tuple[str, str]:
+    dense = f"de-quantised to {_name(dtype)}"
+    if torch.device(device).type != "cpu":
+        return "dense", f"{dense} (no {bits} kernel on {torch.device(device).type} here)"
+    o, i = PROBE_SHAPE
+    generator = torch.Generator().manual_seed(0)
+    weight = torch.randn(o, i, generator=generator) * i ** -0.5
+    try:
+        fast = LowBitLinear(bits, _probe_tensors(bits, weight, dtype), o, i, None, dtype, "")
+        x = torch.randn(1, i, generator=generator).to(dtype)
+        if float((fast(x).float() - x.float() @ _probe_dense(bits, weight).T).abs().max()) > 0.1:
+            return "dense", f"{dense} (the {bits} kernel disagreed with the plain product here)"
+    except (RuntimeError, NotImplementedError, AttributeError) as err:
+        return "dense", f"{dense} (no {bits} kernel in this torch: {str(err).splitlines()[0][:60]})"
+    plain = weight.to(dtype)
+    low_s = _median_s(lambda: fast(x))
+    plain_s = _median_s(lambda: F.linear(x, plain))
+    if low_s < plain_s:
+        return bits, f"{bits} kernel ({plain_s / low_s:.1f}× a {_name(dtype)} product here)"
+    return "dense", f"{dense} (the {bits} kernel was slower here: {low_s * 1e6:.0f} µs against {plain_s * 1e6:.0f})"
+
+
+def _probe_tensors(bits: str, weight: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
+    if bits == "int4":
+        blocks = Int4Blocks.rounded(weight)
+        packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(blocks.codes.to(torch.int32), 1)
+        scale_zero = torch.stack([blocks.scale, blocks.minimum + 8 * blocks.scale], -1).transpose(0, 1)
+        return packed, scale_zero.contiguous().to(dtype)
+    codes, scales = int8_rows(weight)
+    return codes, scales.to(dtype)
+
+
+def _probe_dense(bits: str, weight: torch.Tensor) -> torch.Tensor:
+    if bits == "int4":
+        return Int4Blocks.rounded(weight).dense()
+    codes, scales = int8_rows(weight)
+    return codes.float() * scales[:, None]
+
+
+def _median_s(call, repeats: int = 41) -> float:
+    """The median seconds of ``call`` after a warm-up (tens of microseconds each: ≈ 10 ms in all)."""
+    with torch.inference_mode():
+        for _ in range(5):
+            call()
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            call()
+            times.append(time.perf_counter() - start)
+    return sorted(times)[repeats // 2]
