@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from dataclasses import dataclass
 
 from . import machine
@@ -44,6 +43,11 @@ from .errors import ExplorerError
 from .limits import MAX_GAMMA, clip
 
 MAX_METRICS_BYTES = 4 * 2**20  # a vLLM /metrics page is 50–300 KB; a day of log lines a few MB
+# A line that is parsed: vLLM's longest (64 positions) is under 1 000 characters, a /metrics sample a few hundred.
+# The Prometheus parser copies the rest of a line once per label (one 1 MB line took 5.7 s), so lines are bounded
+# before it reads them; the log lines are read with string operations only (a regular expression over them
+# backtracked: 2 000 spaces took 10 s with the GIL held, issue 40).
+MAX_LINE_CHARS = 2048
 MAX_DRAFTERS = 32  # engines/models told apart in one file
 MAX_LABEL_CHARS = 80  # a label value as shown in a drafter's name
 DEFAULT_DRAFT_COST = 0.05  # c assumed when neither the user nor the source gives one: a one-layer head on a 7B+ target
@@ -142,8 +146,7 @@ def best_gamma(values: list[float]) -> int:
 
 
 def parse_verify_cost(text: str | None) -> tuple[float, ...] | None:
-    """``1,1.05,1.1`` → T(n)/T(1) for n = 1, 2, 3; None or empty → flat. The first value must be 1 (it is
-    T(1)/T(1)); values may not fall (running more tokens never costs less)."""
+    """``1,1.05,1.1`` → T(n)/T(1) for n = 1, 2, 3; None or empty → flat (``check_verify_cost``'s rules)."""
     if text is None or not str(text).strip():
         return None
     raw = str(text)
@@ -154,15 +157,24 @@ def parse_verify_cost(text: str | None) -> tuple[float, ...] | None:
     except ValueError:
         raise ExplorerError(f"the verify cost must be comma-separated numbers T(n)/T(1) for n = 1, 2, …, e.g. "
                             f"1,1.05,1.1; got {clip(raw, 60)}") from None
+    return check_verify_cost(values)
+
+
+def check_verify_cost(values, what: str = "the verify cost") -> tuple[float, ...]:
+    """T(n)/T(1) for n = 1, 2, … as the speed-up may divide by it: 1 to K + 1 numbers from 0.5 to 100, the first
+    1 (it is T(1)/T(1)), none falling (running more tokens never costs less). A falling or zero curve would price
+    a longer draft at nothing: a report's ``[0]`` or ``[1, 0.5]`` divided by zero."""
+    values = tuple(values)
     if not values or len(values) > MAX_GAMMA + 1:
-        raise ExplorerError(f"the verify cost needs 1 to {MAX_GAMMA + 1} values, got {len(values)}")
-    if any(not math.isfinite(v) or not 0.5 <= v <= 100 for v in values):
-        raise ExplorerError("each verify cost T(n)/T(1) must be a number from 0.5 to 100")
+        raise ExplorerError(f"{what} needs 1 to {MAX_GAMMA + 1} values, got {len(values)}")
+    if any(isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not 0.5 <= v <= 100
+           for v in values):
+        raise ExplorerError(f"{what}: each T(n)/T(1) must be a number from 0.5 to 100")
     if abs(values[0] - 1.0) > 1e-9:
-        raise ExplorerError(f"the verify cost starts at n = 1, where T(1)/T(1) = 1; got {values[0]:g}")
+        raise ExplorerError(f"{what} starts at n = 1, where T(1)/T(1) = 1; got {values[0]:g}")
     if any(b < a - 1e-9 for a, b in zip(values, values[1:])):
-        raise ExplorerError("the verify cost may not fall with n: checking more tokens never costs less")
-    return values
+        raise ExplorerError(f"{what} may not fall with n: checking more tokens never costs less")
+    return tuple(float(v) for v in values)
 
 
 def check_draft_cost(value) -> float | None:
@@ -171,7 +183,7 @@ def check_draft_cost(value) -> float | None:
         return None
     try:
         c = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an integer past a float's range
         raise ExplorerError(f"the draft cost c must be a number (a draft token's time over a target forward's), "
                             f"got {clip(value, 40)}") from None
     if not math.isfinite(c) or not 0 <= c <= MAX_DRAFT_COST:
@@ -266,9 +278,13 @@ def analyse_all(drafters: list[Acceptance], draft_cost=None, verify_cost: tuple[
 
 
 def _count(value, what: str) -> float:
-    """A counter's value: finite, not negative, whole (counters print as 123.0)."""
+    """A counter's value: finite, not negative, whole (counters print as 123.0). An integer is bounded before
+    any float arithmetic: JSON gives a 4 000-digit one exactly, and turning it into a float overflows."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ExplorerError(f"{what} must be a number, got {clip(value, 40)}")
+    if isinstance(value, int) and not 0 <= value <= MAX_COUNT:
+        shown = f"a number of {len(str(abs(value)))} digits" if abs(value) > 10**15 else str(value)
+        raise ExplorerError(f"{what} must be a count from 0 to 2^63, got {shown}")
     if not math.isfinite(value) or value < 0 or value > MAX_COUNT:
         raise ExplorerError(f"{what} must be a finite count of at least 0, got {value:g}")
     if abs(value - round(value)) > 1e-6:
@@ -384,6 +400,10 @@ def _prometheus(text: str, gamma: int | None) -> list[Acceptance]:
 
     vllm: dict[tuple, dict] = {}
     sglang: dict[tuple, dict] = {}
+    for n, line in enumerate(text.splitlines(), 1):
+        if len(line) > MAX_LINE_CHARS:
+            raise ExplorerError(f"line {n} has {len(line):,} characters; a metrics line is a few hundred (at most "
+                                f"{MAX_LINE_CHARS:,} are read): is this a /metrics page?")
     try:
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
@@ -420,7 +440,8 @@ def _prometheus(text: str, gamma: int | None) -> list[Acceptance]:
             raise ExplorerError(f"{name}: per-position counters for positions {sorted(per)[:8]}: some are missing")
         drafts = entry.get("num_drafts")
         if drafts is None and gamma is not None and entry.get("num_draft_tokens") is not None:
-            drafts = entry["num_draft_tokens"] / gamma  # vLLM v0 counts no drafts: every draft has γ tokens
+            # vLLM v0 counts no drafts: every draft has γ tokens
+            drafts = _count(entry["num_draft_tokens"], f"{name}: draft tokens") / gamma
         if drafts is None:
             raise ExplorerError(f"{name}: no vllm:spec_decode_num_drafts counter (vLLM v0?): give the draft length γ "
                                 "(num_speculative_tokens) to count drafts from the draft tokens")
@@ -447,25 +468,73 @@ def _prometheus(text: str, gamma: int | None) -> list[Acceptance]:
     return drafters
 
 
-def _sglang(name: str, source: str, length: float, rate: float | None, gamma: int | None) -> Acceptance:
+def _sglang(name: str, source: str, length, rate, gamma: int | None) -> Acceptance:
     """SGLang's mean accept length L (tokens per verification, the bonus included). Its draft length is
-    γ when given, else (L − 1) / accept rate when the rate is there too."""
-    if not isinstance(length, (int, float)) or not math.isfinite(length) or length < 1:
-        raise ExplorerError(f"{name}: an accept length of {clip(length, 20)} is impossible (it is at least 1)")
-    if gamma is None and rate is not None and math.isfinite(rate) and 0 < rate <= 1:
-        gamma = max(1, min(MAX_GAMMA, round((length - 1) / rate)))
+    γ when given, else (L − 1) / accept rate when the rate is there too. L is at most K + 1 ≤ 65 and the
+    implied draft length at most K, checked before dividing (1e300 over 1e-300 overflowed)."""
+    real = _real(length)
+    if real is None or not 1 <= real <= MAX_GAMMA + 1:
+        raise ExplorerError(f"{name}: an accept length of {_shown(length)} is impossible (it lies from 1 to "
+                            f"{MAX_GAMMA + 1}: the drafts accepted plus the target's own token)")
+    rate = _real(rate)
+    if gamma is None and rate is not None and 0 < rate <= 1:
+        steps = (real - 1) / rate
+        if steps > MAX_GAMMA + 0.5:
+            raise ExplorerError(f"{name}: an accept length of {real:g} at an accept rate of {rate:g} means drafts of "
+                                f"more than {MAX_GAMMA} tokens: give the draft length γ (--speculative-num-steps)")
+        gamma = max(1, round(steps))
     if gamma is None:
-        raise ExplorerError(f"{name}: SGLang gives only the mean accept length ({length:.2f}): give the draft length "
+        raise ExplorerError(f"{name}: SGLang gives only the mean accept length ({real:.2f}): give the draft length "
                             "γ (--speculative-num-steps) to fit it")
-    return from_mean(name, "SGLang", source, float(length), gamma)
+    return from_mean(name, "SGLang", source, real, gamma)
 
 
-_LOG_NUMBER = r"([-+0-9.eE]+|nan|inf)"
+def _real(value) -> float | None:
+    """``value`` as a finite float; None for anything else (not a number, NaN, ±inf, an integer past a float)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        value = float(value)
+    except OverflowError:
+        return None
+    return value if math.isfinite(value) else None
 
 
-def _log_field(line: str, label: str) -> float | None:
-    match = re.search(re.escape(label) + r":\s*" + _LOG_NUMBER, line)
-    return float(match.group(1)) if match else None
+def _shown(value) -> str:
+    """A stranger's number in a message: a huge integer by its digits, not all of them."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 10**15:
+        return f"a number of {len(str(abs(value)))} digits"
+    return clip(value, 20)
+
+
+def _number(token: str, what: str) -> float:
+    """A number written in a log line; one line naming it otherwise (``1.2.3``, ``e``)."""
+    try:
+        return float(token)
+    except ValueError:
+        raise ExplorerError(f"{what} must be a number, got {clip(token, 40)}") from None
+
+
+def _log_field(line: str, label: str, where: str) -> float | None:
+    """The number written after ``label:`` in a log line (None where the label is not there), found with
+    string operations only: the word after the label, up to a space or a comma."""
+    at = line.find(label + ":")
+    if at < 0:
+        return None
+    words = line[at + len(label) + 1:].split(None, 1)
+    token = words[0].split(",", 1)[0] if words else ""
+    return _number(token, f"{where}: {label}") if token else None
+
+
+def _log_line(line: str, where: str) -> str:
+    """A log line to parse, refused past ``MAX_LINE_CHARS``."""
+    if len(line) > MAX_LINE_CHARS:
+        raise ExplorerError(f"{where} has {len(line):,} characters; the engines write under 1 000 (at most "
+                            f"{MAX_LINE_CHARS:,} are read)")
+    return line
+
+
+RATES = "Per-position acceptance rate:"
 
 
 def _vllm_log(text: str, name: str) -> Acceptance:
@@ -474,35 +543,40 @@ def _vllm_log(text: str, name: str) -> Acceptance:
     lines = [line for line in text.splitlines() if "SpecDecoding metrics:" in line][:100_000]
     drafts_total, accepted_total, drafted_total, weighted = 0.0, 0.0, 0.0, []
     for n, line in enumerate(lines, 1):
-        length = _log_field(line, "Mean acceptance length")
-        accepted = _log_field(line, "Accepted")
-        drafted = _log_field(line, "Drafted")
-        rates = re.search(r"Per-position acceptance rate:\s*([-+0-9.eE,\s]+?)(?:,\s*Avg|\s*$)", line)
-        if length is None or accepted is None or rates is None:
-            raise ExplorerError(f"log line {n}: expected 'Mean acceptance length: …, Accepted: … tokens, "
+        where = f"log line {n}"
+        line = _log_line(line, where)
+        length = _log_field(line, "Mean acceptance length", where)
+        accepted = _log_field(line, "Accepted", where)
+        drafted = _log_field(line, "Drafted", where)
+        at = line.find(RATES)
+        if length is None or accepted is None or at < 0:
+            raise ExplorerError(f"{where}: expected 'Mean acceptance length: …, Accepted: … tokens, "
                                 "Per-position acceptance rate: …' as vLLM writes it")
-        try:
-            per = [float(x) for x in rates.group(1).split(",") if x.strip()]
-        except ValueError:
-            raise ExplorerError(f"log line {n}: the per-position rates are not numbers") from None
-        accepted = _count(accepted, f"log line {n}: accepted tokens")
+        per = []
+        for part in line[at + len(RATES):].split(","):  # the rates, up to ", Avg Draft acceptance rate"
+            part = part.strip()
+            if part.startswith("Avg"):
+                break
+            if part:
+                per.append(_number(part, f"{where}: a per-position rate"))
+        accepted = _count(accepted, f"{where}: accepted tokens")
         if not per or len(per) > MAX_GAMMA or any(not (math.isfinite(r) and 0 <= r <= 1) for r in per):
-            raise ExplorerError(f"log line {n}: per-position rates must be 1 to {MAX_GAMMA} numbers from 0 to 1")
+            raise ExplorerError(f"{where}: per-position rates must be 1 to {MAX_GAMMA} numbers from 0 to 1")
         if any(b > a + 1e-3 for a, b in zip(per, per[1:])):
-            raise ExplorerError(f"log line {n}: inconsistent rates: a later position accepted more often than an "
+            raise ExplorerError(f"{where}: inconsistent rates: a later position accepted more often than an "
                                 "earlier one, but a draft is accepted as a prefix")
         if not math.isfinite(length) or not 1 <= length <= len(per) + 1 + 0.01:
-            raise ExplorerError(f"log line {n}: a mean acceptance length of {length:g} is impossible with "
+            raise ExplorerError(f"{where}: a mean acceptance length of {length:g} is impossible with "
                                 f"{len(per)} positions")
         if weighted and len(per) != len(weighted[0][1]):
-            raise ExplorerError(f"log line {n}: {len(per)} positions where line 1 has {len(weighted[0][1])}: keep "
+            raise ExplorerError(f"{where}: {len(per)} positions where line 1 has {len(weighted[0][1])}: keep "
                                 "the lines of one server")
         # the log rounds the length to 2 decimals; the rates' sum is the same quantity to 3
         drafts = accepted / sum(per) if sum(per) > 0 else (accepted / (length - 1) if length > 1 else 0.0)
         weighted.append((drafts, per))
         drafts_total += drafts
         accepted_total += accepted
-        drafted_total += _count(drafted, f"log line {n}: drafted tokens") if drafted is not None else 0.0
+        drafted_total += _count(drafted, f"{where}: drafted tokens") if drafted is not None else 0.0
     if drafts_total <= 0:
         raise ExplorerError("the vLLM log lines count no accepted drafts: nothing to analyse yet")
     k = len(weighted[0][1])
@@ -515,10 +589,10 @@ def _vllm_log(text: str, name: str) -> Acceptance:
 def _vllm_v0_log(text: str, name: str) -> Acceptance:
     """vLLM v0's "Speculative metrics:" line: K and token totals, no per-position counts; the last line
     holds the running totals."""
-    line = [line for line in text.splitlines() if "Speculative metrics:" in line][-1]
-    k = _log_field(line, "Number of speculative tokens")
-    accepted = _log_field(line, "Number of accepted tokens")
-    drafted = _log_field(line, "Number of draft tokens")
+    line = _log_line([line for line in text.splitlines() if "Speculative metrics:" in line][-1], "the last log line")
+    k = _log_field(line, "Number of speculative tokens", "the log line")
+    accepted = _log_field(line, "Number of accepted tokens", "the log line")
+    drafted = _log_field(line, "Number of draft tokens", "the log line")
     if k is None or accepted is None or drafted is None:
         raise ExplorerError("expected 'Number of speculative tokens: K, Number of accepted tokens: …, Number of draft "
                             "tokens: …' as vLLM v0 writes it")
@@ -532,9 +606,20 @@ def _vllm_v0_log(text: str, name: str) -> Acceptance:
 
 
 def _sglang_log(text: str, gamma: int | None, name: str) -> Acceptance:
-    """SGLang's decode log: "accept len: 2.31" per line; the lines' mean."""
-    values = [float(m.group(1)) for m in re.finditer(r"accept len:\s*([0-9.]+)", text)][:100_000]
-    values = [v for v in values if math.isfinite(v)]
+    """SGLang's decode log: "accept len: 2.31" per line; the lines' mean (the word after the marker, read
+    with string operations only)."""
+    values = []
+    for n, line in enumerate(text.splitlines(), 1):
+        at = line.find("accept len:")
+        if at < 0:
+            continue
+        words = line[at + len("accept len:"): at + len("accept len:") + 64].split(None, 1)
+        token = words[0].split(",", 1)[0] if words else ""
+        value = _number(token, f"log line {n}: accept len") if token else math.nan
+        if math.isfinite(value):
+            values.append(value)
+        if len(values) == 100_000:
+            break
     if not values:
         raise ExplorerError("the SGLang log lines hold no 'accept len: <number>'")
     return _sglang(name or f"SGLang · {len(values)} log line{'s' if len(values) > 1 else ''}", "SGLang log",
@@ -581,7 +666,9 @@ def _llama_cpp(data, gamma: int | None, name: str) -> list[Acceptance]:
         model = response.get("model", "")
         model = model[:MAX_LABEL_CHARS] if isinstance(model, str) else ""
         counts = [_count(timings[k], f"{where}: {k}") for k in ("draft_n", "draft_n_accepted", "predicted_n")]
-        if counts[1] > counts[0] or counts[1] >= counts[2] and counts[2] > 0:
+        # every target forward adds a token of its own, so the accepted drafts are fewer than the tokens generated
+        # (none accepted where nothing was generated)
+        if counts[1] > counts[0] or counts[1] >= counts[2] and counts[1] + counts[2] > 0:
             raise ExplorerError(f"{where}: inconsistent counts: {counts[1]:.0f} accepted of {counts[0]:.0f} drafted, "
                                 f"{counts[2]:.0f} generated")
         total = pooled.setdefault(model, [0.0, 0.0, 0.0])
@@ -595,6 +682,9 @@ def _llama_cpp(data, gamma: int | None, name: str) -> list[Acceptance]:
         if drafted == 0:
             raise ExplorerError(f"{label}: nothing was drafted (draft_n = 0): is speculative decoding on?")
         forwards = generated - accepted
+        if forwards < 1:
+            raise ExplorerError(f"{label}: {drafted:.0f} tokens drafted but none generated (predicted_n = 0): no target "
+                                "forward to analyse")
         k = gamma or max(1, min(MAX_GAMMA, math.ceil(drafted / forwards)))
         if drafted > forwards * k + TOLERANCE:
             raise ExplorerError(f"{label}: {drafted:.0f} drafted tokens in ≈ {forwards:.0f} target forwards cannot "
@@ -646,14 +736,21 @@ def from_trace(trace, name: str | None = None) -> Acceptance:
 def from_report(report: dict) -> list[Acceptance]:
     """Each drafting system of an explorer benchmark report (its accepted ÷ tested rates by position,
     its measured c, and the report's measured T(n)/T(1))."""
-    curve = tuple((report.get("meta") or {}).get("verify_cost_ratio") or ()) or None
+    ratios = (report.get("meta") or {}).get("verify_cost_ratio")
+    # a benchmark measures K + 1 = 65 sizes at most; the rest of a longer curve is never read
+    curve = check_verify_cost(ratios[:MAX_GAMMA + 1], "the report's verify_cost_ratio") if ratios else None
     drafters = []
     for row in report["rows"][:MAX_DRAFTERS]:
         rates = row.get("acceptance_by_position")
         if not rates:
             continue
-        drafters.append(Acceptance(f"explorer · {row['system'][:MAX_LABEL_CHARS]}", "explorer", "an explorer benchmark",
-                                   _chain([r or 0.0 for r in rates]), True, draft_cost=row.get("c"), verify_cost=curve))
+        system = row["system"][:MAX_LABEL_CHARS]
+        try:
+            cost = check_draft_cost(row.get("c"))
+        except ExplorerError as err:
+            raise ExplorerError(f"the report's row {clip(system, 40)}: {err}") from None
+        drafters.append(Acceptance(f"explorer · {system}", "explorer", "an explorer benchmark",
+                                   _chain([r or 0.0 for r in rates]), True, draft_cost=cost, verify_cost=curve))
     if not drafters:
         raise ExplorerError("the benchmark report has no system that drafts (no acceptance_by_position)")
     return drafters

@@ -296,3 +296,63 @@ def test_verify_cost_measured_on_this_machine(capsys):
     assert all(b >= a for a, b in zip(result["verify_cost"], result["verify_cost"][1:]))  # never cheaper with more
     assert "tiny-random:1" in report["verify_cost_measured_on"] and "cores" in report["verify_cost_measured_on"]
     assert "measuring T(n)" in captured.err  # progress on stderr, the JSON alone on stdout
+
+
+def _report_with(verify_cost_ratio, c=None) -> str:
+    report = json.loads(LATEST_BENCH.read_text())
+    report["meta"]["verify_cost_ratio"] = verify_cost_ratio
+    for row in report["rows"]:
+        if c is not None and row.get("acceptance_by_position"):
+            row["c"] = c
+    return json.dumps(report)
+
+
+VLLM_V1 = ("SpecDecoding metrics: Mean acceptance length: {length}, Accepted: 10 tokens, Drafted: 40 tokens, "
+           "Per-position acceptance rate: 0.500, 0.250, Avg Draft acceptance rate: 25.0%")
+# issue 40, item 4: each raised ZeroDivisionError, OverflowError or ValueError (a bare "Error" on the page, a
+# traceback from the CLI), or said "≈ -99 target forwards"; each must be refused in one line that names the value
+RAISED = {
+    "llama.cpp predicted_n 0": ('{"timings": {"draft_n": 5, "draft_n_accepted": 0, "predicted_n": 0}}', "none generated"),
+    "a report's verify cost [0]": (_report_with([0]), "verify_cost_ratio"),
+    "a report's verify cost [1, 0.5] with c 0": (_report_with([1, 0.5], c=0), "verify_cost_ratio"),
+    "SGLang 1e300 at a rate of 1e-300": ('sglang:spec_accept_length{model_name="x"} 1e300\n'
+                                         'sglang:spec_accept_rate{model_name="x"} 1e-300\n', "accept length"),
+    "a tiny SGLang rate": ('sglang:spec_accept_length{model_name="x"} 60\nsglang:spec_accept_rate{model_name="x"} '
+                           '1e-300\n', "more than 64 tokens"),
+    "a 4 000-digit draft_n": ('{"timings": {"draft_n": ' + "9" * 4000 + ', "draft_n_accepted": 0, "predicted_n": 5}}',
+                              "4000 digits"),
+    "accept len: 1.2.3": ("[2026-11-25] Decode batch. accept len: 1.2.3, gen throughput: 90", "1.2.3"),
+    "Mean acceptance length: e": (VLLM_V1.format(length="e"), "Mean acceptance length must be a number"),
+    "a pooled negative count": ('[{"timings": {"draft_n": 100, "draft_n_accepted": 99, "predicted_n": 0}}]',
+                                "inconsistent counts"),
+}
+
+
+@pytest.mark.parametrize("name", list(RAISED))
+def test_what_used_to_raise_is_refused_in_one_line(name):
+    text, words = RAISED[name]
+    with pytest.raises(ExplorerError) as err:
+        whatif.analyse_all(whatif.read(text, gamma=None), None, None)
+    message = str(err.value)
+    assert words in message and "\n" not in message and len(message) <= 300, message
+    assert "≈ -" not in message  # no negative count of forwards
+
+
+@pytest.mark.parametrize("name", list(RAISED))
+def test_what_used_to_raise_exits_2_from_the_cli(name, capsys, tmp_path):
+    path = tmp_path / "metrics.txt"
+    path.write_text(RAISED[name][0])
+    assert main(["whatif", "--metrics", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error:") and err.count("\n") == 0 and RAISED[name][1] in err, err
+
+
+@pytest.mark.parametrize("name", list(RAISED))
+def test_what_used_to_raise_gets_one_line_on_the_page(name):
+    from explorer.ui import whatif as page
+
+    plot, words = page.analyse_inputs(RAISED[name][0], None, "", "", "", False, False, "**before**", None)
+    assert words.startswith("⚠️") and "before" in words  # the reason, then the earlier analysis' words
+    reason = words.split(page.WARNING_END)[0].replace("\\", "")  # Markdown's escapes dropped
+    assert "\n" not in reason and len(reason) <= 320, reason
+    assert RAISED[name][1].split()[0] in reason, reason  # the parser's own reason, not "something went wrong"

@@ -69,3 +69,12 @@ def test_an_uploaded_llama_cpp_file_then_a_bad_one_keeps_the_chart(page, tmp_pat
     expect(words).to_contain_text("must be a finite count", timeout=30_000)
     expect(words).to_contain_text("Set --draft-max to")  # the earlier analysis stays under the reason
     assert chart_title(page) == before
+
+
+def test_a_file_that_used_to_raise_gets_its_one_line(page, tmp_path):
+    """Issue 40, item 4: llama.cpp timings with predicted_n 0 divided by zero, and the page showed a bare "Error"."""
+    bad = tmp_path / "timings.json"
+    bad.write_text('{"timings": {"draft_n": 5, "draft_n_accepted": 0, "predicted_n": 0}}')
+    page.set_input_files(UPLOAD, str(bad))
+    expect(page.locator("#whatif-words")).to_contain_text("none generated (predicted_n = 0)", timeout=30_000)
+    assert page.locator(".toast-body.error, .toast-wrap .error").count() == 0

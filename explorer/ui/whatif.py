@@ -6,6 +6,7 @@ drafts on one chart (``explorer.whatif`` reads and analyses; ``viz.whatif`` draw
 from __future__ import annotations
 
 import html
+import logging
 from dataclasses import dataclass
 
 import gradio as gr
@@ -21,6 +22,8 @@ from . import zerogpu
 from .jobs import WORK
 from .sections import LATEST_BENCH
 from .session import RUNS, session_id
+
+log = logging.getLogger(__name__)
 
 EXAMPLE = LATEST_BENCH.parent / "whatif" / "vllm-metrics-example.txt"
 INTRO = (
@@ -72,25 +75,8 @@ def whatif_section(concurrency_limit: int) -> WhatIfSection:
 
     def analyse(pasted, upload_bytes, c, curve_text, gamma_value, with_mine, with_shipped, shown, request: gr.Request,
                 progress=gr.Progress()):
-        try:
-            drafters = _drafters(pasted, upload_bytes, gamma_value, with_mine, with_shipped, request)
-            c = whatif.check_draft_cost(_blank_or(c, float, "the draft cost c"))
-            measured_on = None
-            measure = str(curve_text or "").strip().lower() == "measure"
-            if measure and zerogpu.ON_ZERO_GPU:
-                curve, measured_on = zerogpu.verify_cost_run(max(d.positions for d in drafters))
-            elif measure:
-                with WORK.slot():  # ≈ 6 × (K + 1) target forwards: the decodes' work, counted with them
-                    curve, measured_on = whatif.measure_verify_cost(
-                        "default", max(d.positions for d in drafters), progress=lambda line: progress(0.5, desc=line))
-            else:
-                curve = whatif.parse_verify_cost(curve_text)
-            results = whatif.analyse_all(drafters, c, curve)["drafters"]
-        except ExplorerError as err:
-            # what was analysed before stays: the chart as it is, its words under the one-line reason
-            before = str(shown or "").split(WARNING_END, 1)[-1] if str(shown or "").startswith("⚠️") else shown
-            return gr.update(), f"⚠️ {safe_markdown(one_line(err))}{WARNING_END}{before or ''}"
-        return whatif_figure(results), _words(results, measured_on)
+        return analyse_inputs(pasted, upload_bytes, c, curve_text, gamma_value, with_mine, with_shipped, shown, request,
+                              lambda line: progress(0.5, desc=line))
 
     def load_upload(data):
         # the file stays on the server; the box is emptied so that Analyse reads the file
@@ -113,6 +99,40 @@ def whatif_section(concurrency_limit: int) -> WhatIfSection:
                                                  concurrency_limit=concurrency_limit, concurrency_id="decode",
                                                  api_visibility="private")
     return WhatIfSection(text, plot, words)
+
+
+def analyse_inputs(pasted, upload_bytes, c, curve_text, gamma_value, with_mine, with_shipped, shown, request,
+                   progress=None) -> tuple:
+    """Analyse's (chart, words): the inputs read and analysed, or a refusal in one line above the words shown
+    before (the chart stays). Anything else that fails is logged and said in one line too: the page never shows
+    a bare "Error"."""
+    try:
+        drafters = _drafters(pasted, upload_bytes, gamma_value, with_mine, with_shipped, request)
+        c = whatif.check_draft_cost(_blank_or(c, float, "the draft cost c"))
+        measured_on = None
+        measure = str(curve_text or "").strip().lower() == "measure"
+        if measure and zerogpu.ON_ZERO_GPU:
+            curve, measured_on = zerogpu.verify_cost_run(max(d.positions for d in drafters))
+        elif measure:
+            with WORK.slot():  # ≈ 6 × (K + 1) target forwards: the decodes' work, counted with them
+                curve, measured_on = whatif.measure_verify_cost("default", max(d.positions for d in drafters),
+                                                                progress=progress)
+        else:
+            curve = whatif.parse_verify_cost(curve_text)
+        results = whatif.analyse_all(drafters, c, curve)["drafters"]
+    except ExplorerError as err:
+        return gr.update(), _refused(one_line(err), shown)
+    except Exception:
+        log.exception("what-if analysis failed")
+        return gr.update(), _refused("something went wrong on the server while analysing these numbers (it is logged)",
+                                     shown)
+    return whatif_figure(results), _words(results, measured_on)
+
+
+def _refused(line: str, shown) -> str:
+    """The one-line reason, then what was analysed before (its words; the chart stays as it is)."""
+    before = str(shown or "").split(WARNING_END, 1)[-1] if str(shown or "").startswith("⚠️") else shown
+    return f"⚠️ {safe_markdown(line)}{WARNING_END}{before or ''}"
 
 
 def _drafters(pasted, upload_bytes, gamma_value, with_mine: bool, with_shipped: bool, request) -> list:
