@@ -17,6 +17,7 @@ from .api import load_cached, stream
 from .engine import fast
 from .bench import System, decode_keywords, parse_system, position_rates
 from .errors import ExplorerError
+from .limits import MAX_SPEC_CHARS, clip
 from .run import Decoding
 
 MAX_LANES = 3  # besides plain decoding
@@ -94,6 +95,8 @@ def parse_lanes(systems: list[str]) -> list[System]:
         name = (name or "").strip()
         if not name or name == "none" or name == "ar" or name in [s.name for s in chosen]:
             continue
+        if len(name) > MAX_SPEC_CHARS:  # a page's typed text: never read further (a 4 MB γ is no number)
+            raise ExplorerError(f"a race system has {len(name):,} characters (at most {MAX_SPEC_CHARS}): {clip(name, 40)}")
         system = _race_system(name)
         chosen.append(system)
     if len(chosen) > MAX_LANES:

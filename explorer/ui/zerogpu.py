@@ -144,7 +144,8 @@ def refused(err: Exception) -> bool:
 def refusal_line(err: Exception) -> str:
     """ZeroGPU's reason as plain text in one line (its messages carry links as HTML or Markdown)."""
     title = str(getattr(err, "title", "") or "ZeroGPU")
-    message = html.unescape(re.sub(r"<[^>]+>", "", str(getattr(err, "message", "") or err)))
+    # cut first: both patterns rescan the rest of the text from every "<" or "[" left open (quadratic in its length)
+    message = html.unescape(re.sub(r"<[^>]+>", "", str(getattr(err, "message", "") or err)[:2000]))
     message = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", message)  # [text](link) → text
     return one_line(f"no GPU for this run ({title.removeprefix('ZeroGPU ')}: {message}). Choose Hardware: CPU to "
                     "decode on the Space's CPU (slower; no GPU quota), or try again later", limit=400)
