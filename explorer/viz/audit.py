@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 from ..audit import MIN_EXPECTED
 from ..words import plural
 from .style import BASELINE_COLOUR, FATE_COLOURS, base_layout, empty_figure
-from .text import label, quoted, safe_markdown
+from .text import label, plotly_text, quoted, safe_markdown
 
 NEAR_TIE = 1e-3  # logits: a margin this small can flip when the same sums are added in another order
 
@@ -110,7 +110,7 @@ def sampling_audit_figure(audit) -> go.Figure:
     """Observed first tokens against the counts the target's distribution expects, one bar pair per token."""
     if audit is None:
         return empty_figure("Sampling audit", "Run the sampling audit to see the first token's counts.")
-    labels = [("all other tokens" if t is None else quoted(audit.token_text.get(t, f"⟨{t}⟩")))
+    labels = [("all other tokens" if t is None else plotly_text(quoted(audit.token_text.get(t, f"⟨{t}⟩"))))
               for t, _, _ in audit.bins]
     fig = go.Figure()
     fig.add_trace(go.Bar(x=labels, y=[n for _, n, _ in audit.bins], name="observed (this method)",

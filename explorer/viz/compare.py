@@ -7,19 +7,18 @@ A report may be a stranger's upload (``reports.load_bench_report`` checks its va
 
 from __future__ import annotations
 
-import html
-
 import plotly.graph_objects as go
 
 from ..words import plural
+from .text import plotly_text
 from .style import BASELINE_COLOUR, DRAFT_COLOUR, RUN_COLOUR, base_layout
 
 
 def system_label(name: str) -> str:
-    """A system's name as a bar's label: escaped (a stranger's upload shows as typed, never as markup) and
+    """A system's name as a bar's label: as typed, never as markup (``plotly_text``: a stranger's upload) and
     broken after its method where it is long, so a phone's narrow figure keeps room for the bars."""
     method, colon, rest = name.partition(":")
-    return html.escape(name) if len(name) <= 20 or not rest else f"{html.escape(method)}:<br>{html.escape(rest)}"
+    return plotly_text(name) if len(name) <= 20 or not rest else f"{plotly_text(method)}:<br>{plotly_text(rest)}"
 
 
 def compare_figure(report: dict, against: str = "ar") -> go.Figure:
@@ -56,5 +55,5 @@ def compare_figure(report: dict, against: str = "ar") -> go.Figure:
     meta = report.get("meta") or {}
     counts = (f", {plural(meta['prompts'], 'prompt')} × {plural(meta['repeats'], 'repeat')}"
               if meta.get("prompts") and meta.get("repeats") else "")
-    title = f"Speed-up over {baseline}: measured vs predicted · {html.escape(str(meta.get('model') or ''))}{counts}"
+    title = f"Speed-up over {baseline}: measured vs predicted · {plotly_text(meta.get('model') or '')}{counts}"
     return base_layout(fig, title, height=max(440, 150 + 22 * len(rows) * len(fig.data)))

@@ -13,6 +13,7 @@ import itertools
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from .text import plotly_text
 from .style import BASELINE_COLOUR, RUN_COLOUR, TIMING_COLOURS, base_layout, empty_figure
 
 TITLE = "Latency"
@@ -47,7 +48,7 @@ def latency_figure(trace, baseline=None) -> go.Figure:
             customdata=tokens,
             hovertemplate=f"round %{{x}}<br>{part}: %{{y:.1f}} ms<br>tokens emitted: %{{customdata}}<extra></extra>",
         ), row=1, col=1)
-    label = trace.method + (f" ({trace.draft})" if trace.draft else "")
+    label = plotly_text(trace.method + (f" ({trace.draft})" if trace.draft else ""))
     x, y = cumulative_throughput(trace)
     fig.add_trace(go.Scatter(
         x=x, y=y, mode="lines+markers", name=f"this run: {label}", line={"color": RUN_COLOUR, "width": 2.5},

@@ -19,7 +19,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from .style import DRAFT_COLOUR, RESIDUAL_COLOUR, TARGET_COLOUR, base_layout, empty_figure
-from .text import label
+from .text import plot_label
 from .tokens import round_fates
 
 MAX_CANDIDATES = 6
@@ -50,12 +50,12 @@ def round_panels(trace, round_index: int) -> list[Panel]:
         if f.position is not None:
             i = f.position
             panels.append(_panel(
-                f"draft #{i + 1} {label(trace, f.token_id)} {MARK[f.fate]} {f.fate}", f.token_id,
+                f"draft #{i + 1} {plot_label(trace, f.token_id)} {MARK[f.fate]} {f.fate}", f.token_id,
                 {"q (draft)": _row(r.draft_top, i, {f.token_id: f.q}), "p (target)": _row(r.target_top, i, {f.token_id: f.p})},
             ))
             continue
         j = r.n_accepted  # the verified position the target's token fills
-        name = label(trace, f.token_id)
+        name = plot_label(trace, f.token_id)
         if f.fate == "corrected" and r.residual_top:
             panels.append(_panel(
                 f"residual at #{j + 1} → {name} {MARK['corrected']} corrected", f.token_id,
@@ -143,7 +143,7 @@ def _panel(title: str, chosen: int, series: dict[str, dict[int, float]], first: 
 
 def _candidate_labels(trace, panel: Panel) -> list[str]:
     """Axis labels; the chosen token gets ▸, and ids disambiguate tokens that print the same."""
-    texts = [label(trace, t) for t in panel.candidates]
+    texts = [plot_label(trace, t) for t in panel.candidates]
     labels = []
     for t, text in zip(panel.candidates, texts):
         if texts.count(text) > 1:

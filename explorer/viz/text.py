@@ -24,6 +24,24 @@ def quoted(text: str) -> str:
     return "'" + text.replace("\n", "↵").replace("\t", "⇥").replace("\r", "") + "'"
 
 
+def plotly_text(text: object) -> str:
+    """Any value (a token's text, a model, draft or system name, a label from an uploaded file) as literal text inside
+    a Plotly string: a title, legend name, annotation, tick label, hover text or customdata.
+
+    Plotly draws a subset of HTML in all of these (``<b>``, ``<br>``, ``<a href>``, ``<sup>``, …) and decodes only
+    ``&amp;``, ``&lt;``, ``&gt;``, a few other named entities and numeric ones. ``html.escape`` is therefore the
+    wrong tool (its ``&quot;`` showed literally in legends, #40 and #42) and raw text the wrong input (a ``<b>``
+    in it is drawn bold). The rule: escape exactly what opens markup or an entity, ``<``, ``>`` and ``&``, and
+    the ``%{`` that opens a hover template's field; quotes and apostrophes stay themselves."""
+    return (str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+            .replace("%{", "%&#123;"))
+
+
+def plot_label(trace, token_id: int) -> str:
+    """``label`` for a Plotly string (``plotly_text``)."""
+    return plotly_text(label(trace, token_id))
+
+
 def inline_html(text: str) -> str:
     """Escaped text for a token span: a newline shows as ↵ and still breaks the line."""
     return html.escape(text).replace("\n", "↵\n")

@@ -18,6 +18,7 @@ from explorer import theory
 
 from .latency import measured_speedup
 from .style import BASELINE_COLOUR, RUN_COLOUR, SERIES, TARGET_COLOUR, base_layout
+from .text import plotly_text
 
 GAMMA_MAX = 16
 COST_RATIOS = (0.01, 0.05, 0.1, 0.2, 0.5)
@@ -109,7 +110,7 @@ def _add_run(fig: go.Figure, trace, baseline, gammas, c_hat: float) -> str:
     """Mark the run's α̂, c, predicted and measured speedups; returns the title's run part."""
     s = trace.summary
     if s.alpha_hat is None or s.c_measured is None or not s.mean_gamma:
-        return f" · this run ({trace.method}) has no α̂ / c to place"
+        return f" · this run ({plotly_text(trace.method)}) has no α̂ / c to place"
     a_hat, c_run, g = min(float(s.alpha_hat), 1.0), float(s.c_measured), float(s.mean_gamma)
     run_meta = f"α̂={a_hat:.2f}, c={c_run:.3f}"
     fig.add_trace(go.Scatter(

@@ -11,12 +11,12 @@ Names come from the uploaded file's labels: escaped, never markup.
 
 from __future__ import annotations
 
-import html
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from .style import BASELINE_COLOUR, SERIES, base_layout, empty_figure
+from .text import plotly_text
 
 TITLES = ("Accepted share by draft position", "Speed-up by draft length γ")
 
@@ -30,7 +30,7 @@ def whatif_figure(results: list[dict]) -> go.Figure:
     fig = make_subplots(rows=2, cols=1, subplot_titles=TITLES, vertical_spacing=0.2)
     drawn = results[: len(SERIES)]
     for n, r in enumerate(drawn):
-        colour, name = SERIES[n], html.escape(_short(r["name"]))
+        colour, name = SERIES[n], plotly_text(_short(r["name"]))
         positions = list(range(1, r["positions"] + 1))
         kind = "counted" if r["per_position_observed"] else "i.i.d. fit of a mean"
         fig.add_trace(go.Bar(

@@ -5,12 +5,11 @@ bonus). Scores on hover."""
 
 from __future__ import annotations
 
-import html
 
 import plotly.graph_objects as go
 
 from ..style import FATE_COLOURS, base_layout, empty_figure
-from ..text import label, piece
+from ..text import label, piece, plotly_text
 from . import MethodView, register, register_note
 
 TITLE = "Beam search: every step's beams"
@@ -111,7 +110,7 @@ def beam_tree_figure(trace, round_index: int) -> go.Figure:
     width = (trace.settings.options or {}).get("width", "?")
     words = "exact: identical to beam search on the target" if rule == "exact" else \
         "004's Algorithm 2: approximate, not beam search on the target"
-    base_layout(fig, f"{TITLE} (k = {html.escape(str(width))}; {words}){round_words}", height=460)
+    base_layout(fig, f"{TITLE} (k = {plotly_text(width)}; {words}){round_words}", height=460)
     return fig.update_layout(margin={"t": 120})  # room for the title's second line above the legend
 
 
@@ -126,13 +125,13 @@ def _kinds_words(kinds: list[str]) -> str:
 
 def _short(trace, tokens: list[int]) -> str:
     text = "".join(piece(trace, t) for t in tokens).replace("\n", "↵")
-    return html.escape(text if len(text) <= MAX_LABEL else text[: MAX_LABEL - 1] + "…")
+    return plotly_text(text if len(text) <= MAX_LABEL else text[: MAX_LABEL - 1] + "…")
 
 
 def _hover(trace, p: dict) -> str:
     what = "the best beam" if p["best"] else "finished" if p["finished"] else "ran on" if p["kept"] else "pruned"
     tokens = " ".join(label(trace, t) for t in p["tokens"])
-    return (f"{html.escape(tokens)}<br>round {p['round'] + 1}, rank {p['y']} · {what}<br>"
+    return (f"{plotly_text(tokens)}<br>round {p['round'] + 1}, rank {p['y']} · {what}<br>"
             f"log-probability {p['score']:.3f} (per token {p['score'] / max(p['x'], 1):.3f})")
 
 

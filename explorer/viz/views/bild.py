@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..style import FATE_COLOURS, OKABE_ITO, SERIES, TARGET_COLOUR, base_layout, tint
-from ..text import inline_html, label, piece
+from ..text import inline_html, piece, plot_label
 from . import MethodView, register, register_note
 
 SMALL_COLOUR = FATE_COLOURS["accepted"]
@@ -88,7 +88,8 @@ def bild_events_figure(trace, round_index: int):
         x=[r.index + 1 for r in rb_rounds], y=[r.detail["rollback"]["distance"] for r in rb_rounds],
         mode="markers", name="rollback: the large model's surprise at the small one's token, −log p_L (nats)",
         marker={"color": FLUSHED_COLOUR, "symbol": "x", "size": 9},
-        customdata=[[label(trace, r.detail["rollback"]["replaced"]), label(trace, r.detail["rollback"]["replacement"]),
+        customdata=[[plot_label(trace, r.detail["rollback"]["replaced"]),
+                     plot_label(trace, r.detail["rollback"]["replacement"]),
                      r.detail["rollback"]["flushed"]] for r in rb_rounds],
         hovertemplate="round %{x}<br>−log p_L = %{y:.2f} nats<br>%{customdata[0]} → %{customdata[1]}"
                       "<br>%{customdata[2]} token(s) flushed<extra></extra>"), row=2, col=1)

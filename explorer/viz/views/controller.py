@@ -6,6 +6,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from ..style import DRAFT_COLOUR, FATE_COLOURS, base_layout
+from ..text import plotly_text
 from . import MethodView, register
 
 
@@ -21,7 +22,7 @@ def controller_figure(trace, round_index: int) -> go.Figure:
     selected = max(0, min(int(round_index), len(trace.rounds) - 1)) + 1
     fig = go.Figure()
     # what the draft rested on (cost-aware with prompt lookup: the matched n-gram), where the controller says
-    evidence = [r.controller.get("evidence") or "" for r in trace.rounds]
+    evidence = [plotly_text(r.controller.get("evidence") or "") for r in trace.rounds]
     fig.add_trace(go.Scatter(x=rounds, y=planned, name="γ planned by the controller", mode="lines", line_shape="hv",
                              line={"color": DRAFT_COLOUR, "width": 2.5}, customdata=evidence,
                              hovertemplate="round %{x}<br>γ = %{y}<br>%{customdata}<extra></extra>"))
@@ -34,7 +35,7 @@ def controller_figure(trace, round_index: int) -> go.Figure:
     fig.add_vline(x=selected, line={"color": "#111827", "dash": "dot", "width": 1})
     fig.update_xaxes(title_text="round")
     fig.update_yaxes(title_text="tokens", rangemode="tozero")
-    return base_layout(fig, f"Draft length chosen by the {trace.settings.controller} controller", height=300)
+    return base_layout(fig, f"Draft length chosen by the {plotly_text(trace.settings.controller)} controller", height=300)
 
 
 register(MethodView(

@@ -12,6 +12,7 @@ from plotly.subplots import make_subplots
 
 from ... import theory
 from ..style import BASELINE_COLOUR, DRAFT_COLOUR, FATE_COLOURS, RUN_COLOUR, base_layout
+from ..text import plotly_text
 from . import MethodView, register
 
 
@@ -49,7 +50,7 @@ def dynamic_figure(trace, round_index: int) -> go.Figure:
                      secondary_y=True)
     fig.update_xaxes(title_text="γ (continuous)", row=1, col=2)
     fig.update_yaxes(title_text="expected speed-up over ar (×)", rangemode="tozero", row=1, col=2)
-    return base_layout(fig, f"Dynamic γ ({trace.settings.controller}): each round maximises Theorem 3.8 at the "
+    return base_layout(fig, f"Dynamic γ ({plotly_text(trace.settings.controller)}): each round maximises Theorem 3.8 at the "
                             "run's own α̂ and c", height=400)
 
 

@@ -13,14 +13,13 @@ tells accepted from refused drafts. Bottom: the selected round, one bar per draf
 
 from __future__ import annotations
 
-import html
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ...trace import acceptance_by_position
 from ..style import BASELINE_COLOUR, FATE_COLOURS, FATE_LABELS, base_layout, empty_figure
-from ..text import label
+from ..text import plot_label
 from ..tokens import round_fates
 from . import MethodView, register
 
@@ -112,7 +111,7 @@ def feature_head_figure(trace, round_index: int) -> go.Figure:
     cos = list(chosen.detail.get("feature_cos") or ())
     if chosen.drafted and cos:
         fates = [f.fate for f in round_fates(chosen)][: len(cos)]  # the drafts come first, in order
-        texts = [html.escape(label(trace, t)) for t in chosen.drafted[: len(cos)]]  # untrusted text: escaped
+        texts = [plot_label(trace, t) for t in chosen.drafted[: len(cos)]]  # untrusted text: literal
         fig.add_trace(go.Bar(
             x=list(range(1, len(cos) + 1)), y=cos, marker_color=[FATE_COLOURS.get(f, BASELINE_COLOUR) for f in fates],
             name="this round's drafts (colour: fate)", showlegend=True, customdata=list(zip(texts, fates)),

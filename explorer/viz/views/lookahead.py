@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 
 from ...methods.lookahead.window import visibility
 from ..style import GREY, OKABE_ITO, base_layout, empty_figure
-from ..text import label
+from ..text import label, plot_label
 from ..tree_list import CSS, tree_rounds_figure
 from . import MethodView, register, register_note
 
@@ -103,9 +103,9 @@ def mask_figure(trace, round_index: int) -> go.Figure:
         return empty_figure("Lookahead decoding: the attention mask", "this round carried no guesses")
     ids = list(trace.prompt_ids) + list(trace.output_ids)
     last = ids[r.context_len - 1] if 0 < r.context_len <= len(ids) else None
-    names = ["last decided " + (html.escape(label(trace, last)) if last is not None else "token")]
-    names += [f"guess d{node['depth']} {html.escape(label(trace, node['token']))}" for node in nodes]
-    names += [f"step −{len(levels) - l} +{j + 1} {html.escape(label(trace, t))}" for l, level in enumerate(levels)
+    names = ["last decided " + (plot_label(trace, last) if last is not None else "token")]
+    names += [f"guess d{node['depth']} {plot_label(trace, node['token'])}" for node in nodes]
+    names += [f"step −{len(levels) - l} +{j + 1} {plot_label(trace, t)}" for l, level in enumerate(levels)
               for j, t in enumerate(level)]
     n, size = len(nodes), len(names)
     z = [[0] * size for _ in range(size)]  # (rows, rows): 0 hidden, else the kind of key seen

@@ -26,7 +26,7 @@ from plotly.subplots import make_subplots
 
 from ...words import ordinal
 from ..style import DRAFT_COLOUR, FATE_COLOURS, OKABE_ITO, base_layout, empty_figure
-from ..text import label
+from ..text import plot_label
 from . import MethodView, drawn_rounds, register
 
 KINDS = ("beta-ts", "cali-ts")
@@ -248,7 +248,7 @@ def decisions_figure(trace, round_index: int) -> go.Figure:
     steps = list(range(1, len(thetas) + 1))
     fates = step_fates(r)
     fates += ["not drafted"] * (len(thetas) - len(fates))
-    tokens = [label(trace, t) for t in r.drafted] + ["—"] * (len(thetas) - len(r.drafted))
+    tokens = [plot_label(trace, t) for t in r.drafted] + ["—"] * (len(thetas) - len(r.drafted))
     priced = c.get("priced") is True  # beta-ts-priced / cali-ts-priced: θ decides through the measured costs
     go_text, stop_text = (("continue: a longer draft pays at θ", "stop: no longer draft pays at θ") if priced
                           else ("continue (χ = 1)", "stop (χ = 0)"))
