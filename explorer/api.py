@@ -30,7 +30,7 @@ METHODS = methods.Summaries()  # name → one line, from the registry (explorer/
 def stream(model, prompt: str | None = None, *, prompt_ids: list[int] | None = None, method: str | None = None,
            draft=None, gamma: int | None = None, controller: str | None = None, temperature: float = 0.0, top_k: int = 0,
            top_p: float = 1.0, max_new_tokens: int = 64, seed: int = 0, chat: bool = True, device=None, dtype=None,
-           session: str = "", **options) -> Decoding:
+           session: str | None = "", **options) -> Decoding:
     """Start a run and return it as an iterable ``Decoding`` of rounds.
 
     ``model`` and ``draft`` take a spec string (``default``, ``hf:ORG/NAME``, ``tiny-random:SEED``), a
@@ -45,7 +45,8 @@ def stream(model, prompt: str | None = None, *, prompt_ids: list[int] | None = N
     (α_RB; ``inf``/None: never roll back) and ``max_small_steps``; ``bita`` takes ``bita_tree``,
     ``bita_masks``, ``bita_top_k`` and ``bita_tokens``. ``python -m explorer run --help`` lists them all.
     ``session`` names who is decoding: a method that learns from earlier runs (``suffix``) keeps each session's
-    apart (the page passes its visitor's; the CLI and this API share one).
+    apart (the page passes its visitor's; the CLI and this API share one); ``None`` is a caller who cannot be told
+    apart from others (the app's MCP calls): such a run neither drafts from earlier outputs nor is remembered.
     """
     with _LOAD_LOCK:  # one start at a time: loads, and the drafts a start builds, share process-wide state
         return _start(model, prompt, prompt_ids, method, draft, gamma, controller, temperature, top_k, top_p,
@@ -79,8 +80,8 @@ def _start(model, prompt, prompt_ids, method, draft, gamma, controller, temperat
                         controller=controller, seed=seed, max_new_tokens=max_new_tokens, chat=chat,
                         options=method_options.as_dict() if method_options is not None else {},
                         lossy=chosen.is_lossy(method_options))
-    if not isinstance(session, str) or len(session) > 200:
-        raise ExplorerError("session must be text of at most 200 characters")
+    if session is not None and (not isinstance(session, str) or len(session) > 200):
+        raise ExplorerError("session must be text of at most 200 characters, or None")
     request = methods.Request(target, prompt, ids, cfg, settings, draft if chosen.draft != "none" else None,
                               lambda spec: load_cached(spec, device, dtype), chosen.round_tokens, session)
     return chosen.start(request, method_options)

@@ -119,12 +119,12 @@ def start(model, prompt: str | None, systems: list[str], *, prompt_ids: list[int
     once for a few tokens first (untimed), so that no lane pays for loading its draft or a first call's
     allocations inside the race. ``dtype``: the target's (``None``: float32 on the CPU); ``device``: ``None``
     for the engine's default; ``session``: whose earlier outputs a lane that learns from them may use (the
-    warm-ups are kept out of it)."""
+    warm-ups neither use nor join any: ``session=None``)."""
     target = load_cached(model, device, dtype)
     lanes = []
     for system in parse_lanes(systems):
         stream(target, None if prompt_ids else prompt, prompt_ids=prompt_ids, max_new_tokens=WARM_UP_TOKENS,
-               chat=chat, device=device, session=f"{session}:warm-up", **decode_keywords(system)).run()
+               chat=chat, device=device, session=None, **decode_keywords(system)).run()
         decoding = stream(target, None if prompt_ids else prompt, prompt_ids=prompt_ids, temperature=temperature,
                           top_k=top_k, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed, chat=chat,
                           device=device, session=session, **decode_keywords(system))

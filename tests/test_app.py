@@ -61,6 +61,71 @@ def test_decode_is_the_one_mcp_tool_with_documented_typed_parameters(served):
     assert trace.method == "speculative" and len(trace.output_ids) == 8
 
 
+SECRET = "patient zed was admitted on monday."  # what caller A asks to repeat (tiny-random's alphabet)
+
+
+def mcp_decode(url: str, prompt: str) -> "explorer.RunTrace":
+    """One MCP connection of its own (as a separate assistant opens one) calling `decode` with suffix."""
+    import asyncio
+
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamablehttp_client
+
+    async def call():
+        async with streamablehttp_client(url + "gradio_api/mcp/") as (read, write, _):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                tools = await session.list_tools()
+                result = await session.call_tool(tools.tools[0].name, {
+                    "prompt": prompt, "method": "suffix", "draft": "", "max_new_tokens": 24, "model": "tiny-random:52"})
+                return [c.text for c in result.content if getattr(c, "text", None)]
+
+    return explorer.load_trace(asyncio.run(call())[-1])
+
+
+def test_two_mcp_callers_never_see_each_others_text(served):
+    """Issue 40, item 1: Gradio's MCP server sends every MCP call through one cached client with one session hash
+    (its streamable HTTP transport is stateless: no mcp-session-id tells callers apart). Caller B, asking what A
+    asked, must not get A's output as drafts from the history corpus nor see it in a round's `matched`."""
+    first = mcp_decode(served[1], SECRET)
+    second = mcp_decode(served[1], SECRET)
+    assert first.output_ids == second.output_ids  # the same greedy answer: A's output would match B's at once
+    assert [r.detail.get("source") for r in second.rounds if r.detail.get("source") == "history"] == []
+    answer = list(first.output_ids)
+    for r in second.rounds:
+        matched = list(r.detail.get("matched", ()))
+        assert r.detail.get("found_in") != "history" and (not matched or r.detail.get("source") != "history")
+        assert not (len(matched) > 4 and any(answer[i:i + len(matched)] == matched for i in range(len(answer))))
+    assert "earlier outputs" not in second.draft_about or "no earlier outputs" in second.draft_about
+
+
+def test_an_api_client_drafts_from_its_own_outputs_only(served):
+    """A gradio_client session keeps its own suffix history (its second call drafts from its first), and
+    another client's session sees none of it."""
+    mine, other = Client(served[1], verbose=False), Client(served[1], verbose=False)
+    args = (SECRET, "suffix", "", 4, 0.0, 24, 0, "tiny-random:52")
+    first = explorer.load_trace(mine.predict(*args, api_name="/decode"))
+    again = explorer.load_trace(mine.predict(*args, api_name="/decode"))
+    theirs = explorer.load_trace(other.predict(*args, api_name="/decode"))
+    assert first.output_ids == again.output_ids == theirs.output_ids
+    assert any(r.detail.get("source") == "history" for r in again.rounds)
+    assert not any(r.detail.get("source") == "history" for r in theirs.rounds)
+
+
+def test_one_token_api_calls_do_not_evict_a_visitors_outputs(served, monkeypatch):
+    """Issue 40, item 5: each fresh API client is a session of its own; more of them than the history holds must not
+    push out what a page's visitor decoded (here the history holds 4 sessions, so 6 calls would have)."""
+    from explorer.artifacts import fingerprint
+    from explorer.methods.suffix.corpus import HISTORY
+
+    monkeypatch.setattr(type(HISTORY), "MAX_SESSIONS", 4)
+    fp = fingerprint(explorer.api.load_cached("tiny-random:52", None, None).model)
+    HISTORY.add(fp, "a-visitors-page", [5, 6, 7])  # what the page's run keeps for its session
+    for _ in range(6):
+        Client(served[1], verbose=False).predict("abc", "suffix", "", 4, 0.0, 1, 0, "tiny-random:52", api_name="/decode")
+    assert HISTORY.corpus(fp, "a-visitors-page", -1).tolist() == [5, 6, 7, -1]
+
+
 def test_decode_returns_a_trace_that_loads(client):
     out = client.predict("the quick brown fox", "speculative", "model:tiny-random:2:1", 3, 1.0, 24, 5, "tiny-random:1",
                          api_name="/decode")

@@ -186,3 +186,35 @@ def test_the_history_is_bounded_per_session_and_in_sessions():
         history.add("fp", f"visitor-{i}", [1, 2, 3])
     assert len(history.corpus("fp", "ann", -1)) == 0  # the oldest session went first
     assert history.corpus("fp", f"visitor-{History.MAX_SESSIONS + 4}", -1).tolist() == [1, 2, 3, -1]
+
+
+def test_api_callers_give_way_before_the_pages_visitors():
+    """Issue 40, item 5: every anonymous API call (a fresh client, a /call request) is a session of its own, so 64
+    one-token calls evicted every visitor's outputs. Sessions named ``api:…`` go first; visitors evict each other
+    only when no API session is left."""
+    from explorer.methods.suffix.corpus import History
+
+    history = History()
+    history.add("fp", "visitor", [7, 8, 9])
+    for i in range(3 * History.MAX_SESSIONS):
+        history.add("fp", f"{History.API_PREFIX}{i}", [1])
+    assert history.corpus("fp", "visitor", -1).tolist() == [7, 8, 9, -1]  # kept through 192 API sessions
+    newest = f"{History.API_PREFIX}{3 * History.MAX_SESSIONS - 1}"
+    assert history.corpus("fp", newest, -1).tolist() == [1, -1]  # the newest API caller keeps its own
+    for i in range(History.MAX_SESSIONS):
+        history.add("fp", f"visitor-{i}", [5])
+    assert len(history.corpus("fp", "visitor", -1)) == 0  # visitors among themselves: the oldest goes first
+    assert all(not owner.startswith(History.API_PREFIX) for _, owner in history._outputs)
+
+
+def test_a_caller_that_cannot_be_told_apart_keeps_and_drafts_nothing():
+    """Issue 40, item 1: ``session=None`` (an MCP call, a call without a session) neither joins a history nor
+    drafts from one, and the run says so."""
+    target = explorer.load("tiny-random:52")
+    prompt = "abc abd abe."
+    before = {key: len(kept) for key, kept in HISTORY._outputs.items()}
+    runs = [explorer.decode(target, prompt, method="suffix", suffix_corpus="history", suffix_size="paper",
+                            max_new_tokens=20, session=None) for _ in range(2)]
+    assert runs[0].output_ids == runs[1].output_ids and runs[1].summary.drafted == 0
+    assert {key: len(kept) for key, kept in HISTORY._outputs.items()} == before
+    assert "no earlier outputs" in runs[1].draft_about

@@ -179,7 +179,7 @@ def test_the_api_decodes_in_one_call_and_the_app_keeps_the_sessions_outputs(zero
     assert [name for name, _ in zero_gpu.calls] == ["decode_run"]
     trace = explorer.load_trace(said[-1])
     assert trace.method == "suffix" and trace.summary.new_tokens > 0
-    kept = HISTORY.export("zero-4")  # the worker's memory is gone; the app kept what it handed back
+    kept = HISTORY.export(HISTORY.API_PREFIX + "zero-4")  # the worker's memory is gone; the app kept what it handed back
     assert len(kept) == 1 and kept[0][1] == list(trace.output_ids)
     # the session's errors come back as the one line they were, not as a worker error
     with pytest.raises(gr.Error, match="max_new_tokens"):

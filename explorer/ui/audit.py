@@ -23,7 +23,7 @@ from .inputs import decode_options, precision, whole
 from . import zerogpu
 from .jobs import WORK, stopped
 from .page import Page
-from .session import session_id
+from .session import history_session, session_id
 
 log = logging.getLogger(__name__)
 AUDIT_TEMPERATURE = 1.0  # a greedy page is audited at this temperature (the greedy audit covers greedy)
@@ -66,6 +66,7 @@ def wire_audit(page: Page, section: AuditSection, concurrency_limit: int) -> Non
                                      values[page.controller], values[page.temperature], values[page.top_k],
                                      values[page.top_p], 1, values[page.seed])
             options |= page.options.keywords(options["method"], values) | {"dtype": precision(values[page.precision])}
+            options["session"] = history_session(request)  # a suffix audit's runs join this visitor's outputs only
             runs = whole("runs", values[section.runs])
             temperature = options.pop("temperature") or AUDIT_TEMPERATURE
             del options["max_new_tokens"]  # the audit decodes two tokens a run

@@ -27,7 +27,7 @@ from .baseline import BASELINES, baseline_stream, machine_speed_ms
 from .inputs import decode_options, precision
 from . import jobs, trace_files, zerogpu
 from .trace_files import write_trace_file
-from .session import RUNS, STOPS, session_id
+from .session import RUNS, STOPS, history_session, session_id
 from .views import slot_updates
 
 if TYPE_CHECKING:
@@ -66,11 +66,12 @@ class Handlers:
             options |= p.options.keywords(options["method"], values) | {"dtype": precision(values[p.precision])}
             prompt = values[p.prompt]
             if zerogpu.use_gpu(values.get(p.hardware)):
-                yield from self._run_on_zero_gpu(model, prompt, session, options, alpha, c, c_hat)
+                yield from self._run_on_zero_gpu(model, prompt, session, options, alpha, c, c_hat,
+                                                 history_session(request))
                 return
             options |= {"device": zerogpu.device_for(values.get(p.hardware))}
             yield {p.status: f"⏳ Loading {viz.safe_markdown(model)} and encoding the prompt…"}
-            decoding = explorer.stream(model, prompt, session=session, **options)
+            decoding = explorer.stream(model, prompt, session=history_session(request), **options)
             speed = machine_speed_ms()  # the machine's pace now: is a cached baseline still comparable?
             started = time.perf_counter()
             last_text = last_plots = 0.0
@@ -120,16 +121,17 @@ class Handlers:
         finally:
             STOPS.end(session)
 
-    def _run_on_zero_gpu(self, model, prompt, session, options, alpha, c, c_hat):
+    def _run_on_zero_gpu(self, model, prompt, session, options, alpha, c, c_hat, history):
         """On a ZeroGPU Space: the run and plain decoding on its settings in one GPU call
-        (``zerogpu.decode_run``), then the page plays its rounds from the first."""
+        (``zerogpu.decode_run``; ``history``: whose suffix outputs it reads and joins), then the page plays its
+        rounds from the first."""
         p = self.page
-        asked = zerogpu.ENTRY_POINTS["decode_run"](model, prompt, session, options, True, [])
+        asked = zerogpu.ENTRY_POINTS["decode_run"](model, prompt, history, options, True, [])
         yield {p.status: f"⏳ Waiting for a ZeroGPU GPU (asking for up to {asked} s of your GPU quota). The whole run "
                          "and plain decoding on the same settings decode there in one go; then the rounds play here. "
                          "Stop cannot end a run that is on the GPU."}
         started = time.perf_counter()
-        trace, baseline = zerogpu.decode(model, prompt, session, options, baseline=True)
+        trace, baseline = zerogpu.decode(model, prompt, history, options, baseline=True)
         if baseline is not None:
             BASELINES.put(baseline)
         updates = self._finished(trace, baseline, alpha, c, c_hat, session,
@@ -435,8 +437,9 @@ class Handlers:
         try:
             # no controller: the engine's default (fixed γ), except eesd's Thompson sampling from its preset
             options = decode_options(method, draft, gamma, None, temperature, 0, 1.0, max_new_tokens, seed)
-            # the caller's session (a suffix run drafts from its own earlier outputs, never another caller's)
-            session = session_id(request)
+            # the caller's session (a suffix run drafts from its own earlier outputs, never another caller's; an MCP
+            # call, which cannot be told from other MCP calls, from none)
+            session = history_session(request, api=True)
             if zerogpu.ON_ZERO_GPU:  # the whole decode in one GPU call
                 yield "decoding on a ZeroGPU GPU (the whole run in one call)"
                 yield zerogpu.decode(model, prompt, session, options, baseline=False)[0].to_json()

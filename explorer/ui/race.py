@@ -26,7 +26,7 @@ from .page import Page
 from . import jobs, zerogpu
 from .jobs import gated
 from .sections import CompareView
-from .session import StopRequests, session_id
+from .session import StopRequests, history_session, session_id
 
 log = logging.getLogger(__name__)
 RACE_STOPS = StopRequests()
@@ -72,15 +72,15 @@ def wire_race(page: Page, section: RaceSection, compare: CompareView, concurrenc
                                  "lane…</div></div>", section.download: gr.DownloadButton(interactive=False)}
             keywords = {"temperature": options["temperature"], "top_k": options["top_k"], "top_p": options["top_p"],
                         "max_new_tokens": options["max_new_tokens"], "seed": options["seed"],
-                        "dtype": precision(values[page.precision]), "session": session}
+                        "dtype": precision(values[page.precision]), "session": history_session(request)}
             systems = [values[d] for d in section.lanes]
             hardware = values.get(page.hardware)
             if zerogpu.use_gpu(hardware):  # the whole race in one GPU call, drawn when it ends
                 yield {section.view: "<div class='race'><div class='race-clock'>⏳ Racing on a ZeroGPU GPU (the whole "
                                      "race in one call; it is drawn when it ends)…</div></div>"}
                 result = zerogpu.race_run(values[page.model], values[page.prompt], systems, keywords,
-                                          HISTORY.export(session))
-                HISTORY.replace(session, result["history"])  # suffix lanes' outputs, as a CPU race keeps them
+                                          HISTORY.export(keywords["session"]))
+                HISTORY.replace(keywords["session"], result["history"])  # suffix lanes' outputs, as a CPU race keeps them
                 shown = compare.show(result["report"])
                 yield {section.view: race_html(result["lanes"], options["max_new_tokens"]),
                        section.download: gr.DownloadButton(value=str(_write_report(shown[compare.report], session)),

@@ -57,6 +57,22 @@ def session_id(request) -> str:
     return getattr(request, "session_hash", None) or "anonymous"
 
 
+def history_session(request, api: bool = False) -> str | None:
+    """Whose finished outputs a ``suffix`` run drafts from and joins (``methods.suffix.corpus.History``): the
+    page's own session; a public-API client's own, named ``History.API_PREFIX…`` (``api``) so that a script that
+    opens a session per call pushes out API sessions before any visitor's; and ``None``, no history at all, where
+    callers cannot be told apart. Gradio's MCP server sends every MCP caller's call through one cached client with
+    one session hash (its streamable HTTP transport is stateless: there is no ``mcp-session-id`` to key on), and
+    marks it ``x-gradio-user: mcp``; a call without a session hash would share ``anonymous`` with every other."""
+    from explorer.methods.suffix.corpus import History
+
+    session_hash = getattr(request, "session_hash", None)
+    headers = getattr(request, "headers", None) or {}
+    if not session_hash or headers.get("x-gradio-user") == "mcp":
+        return None
+    return f"{History.API_PREFIX}{session_hash}" if api else session_hash
+
+
 STOPS = StopRequests()
 
 

@@ -65,7 +65,9 @@ def about(step: SuffixStep) -> str:
                      f"{step.index.nbytes / 2**20:.0f} MB)")
     elif step.options.corpus in ("all", "answers"):
         parts.append("no shipped answers for this model")
-    if step.options.corpus in ("all", "history"):
+    if step.options.corpus in ("all", "history") and step.session is None:
+        parts.append("no earlier outputs (this caller cannot be told apart from others: an MCP call)")
+    elif step.options.corpus in ("all", "history"):
         parts.append(f"this session's earlier outputs ({int((step.history == step.sep).sum())} runs)")
     if step.options.corpus in ("all", "request"):
         parts.append("the prompt and the answer so far")

@@ -320,17 +320,23 @@ def _build_index(fingerprint: str, vocab_size: int) -> AnswerIndex | None:
 class History:
     """Each session's finished outputs (the paper's previous outputs), newest kept up to ``MAX_TOKENS`` a
     session and ``MAX_SESSIONS`` sessions (int32: 13 MB at most): one visitor's outputs are never drafted
-    for another."""
+    for another.
+
+    A session of ``None`` is a caller who cannot be told apart from others (the app's MCP calls all arrive as
+    one client): it neither joins a history nor drafts from one. Sessions named ``API_PREFIX…`` (public-API
+    callers, who may open a session per call) give way before any other: 64 one-token API calls evicted every
+    page visitor's outputs (issue 40)."""
 
     MAX_TOKENS = 50_000
     MAX_SESSIONS = 64
+    API_PREFIX = "api:"
 
     def __init__(self):
         self._lock = threading.Lock()
         self._outputs: dict[tuple[str, str], list[np.ndarray]] = {}
 
-    def add(self, fingerprint: str, session: str, output: list[int]) -> None:
-        if not len(output):
+    def add(self, fingerprint: str, session: str | None, output: list[int]) -> None:
+        if session is None or not len(output):
             return
         with self._lock:
             kept = self._outputs.pop((fingerprint, session), [])
@@ -338,17 +344,19 @@ class History:
             while sum(map(len, kept)) > self.MAX_TOKENS:
                 kept.pop(0)
             self._outputs[(fingerprint, session)] = kept
-            while len(self._outputs) > self.MAX_SESSIONS:
-                self._outputs.pop(next(iter(self._outputs)))
+            while len(self._outputs) > self.MAX_SESSIONS:  # the least recently added, API callers first
+                oldest = next((key for key in self._outputs if key[1].startswith(self.API_PREFIX)),
+                              next(iter(self._outputs)))
+                del self._outputs[oldest]
 
-    def export(self, session: str) -> list[tuple[str, list[int]]]:
+    def export(self, session: str | None) -> list[tuple[str, list[int]]]:
         """The session's outputs as plain data, (model fingerprint, tokens) oldest first: what a GPU worker
         (another process, ``ui.zerogpu``) is handed and hands back."""
         with self._lock:
             return [(fingerprint, output.tolist()) for (fingerprint, owner), kept in self._outputs.items()
                     if owner == session for output in kept]
 
-    def replace(self, session: str, outputs: list[tuple[str, list[int]]]) -> None:
+    def replace(self, session: str | None, outputs: list[tuple[str, list[int]]]) -> None:
         """The session's outputs become ``outputs`` (``export``'s form, from another process), bounded as ``add``."""
         with self._lock:
             for key in [key for key in self._outputs if key[1] == session]:
@@ -356,10 +364,10 @@ class History:
         for fingerprint, output in outputs:
             self.add(str(fingerprint), session, [int(t) for t in output])
 
-    def corpus(self, fingerprint: str, session: str, sep: int) -> np.ndarray:
-        """The session's outputs joined, each followed by ``sep``."""
+    def corpus(self, fingerprint: str, session: str | None, sep: int) -> np.ndarray:
+        """The session's outputs joined, each followed by ``sep`` (none for ``None``)."""
         with self._lock:
-            kept = list(self._outputs.get((fingerprint, session), []))
+            kept = list(self._outputs.get((fingerprint, session), [])) if session is not None else []
         if not kept:
             return np.zeros(0, dtype=np.int32)
         return np.concatenate([np.append(output, np.int32(sep)) for output in kept]).astype(np.int32)

@@ -26,7 +26,7 @@ from .corpus import HISTORY, MAX_MATCH, Speculation, answer_index, scan_match, s
 class SuffixStep:
     """The round step: drafts from the corpora, verifies the tree, keeps the accepted path."""
 
-    def __init__(self, target, options, sampling: SamplingConfig, rng, prompt_ids: list[int], session: str,
+    def __init__(self, target, options, sampling: SamplingConfig, rng, prompt_ids: list[int], session: str | None,
                  fingerprint: str):
         self.model, self.head = target.model, lm_head(target.model)
         self.options, self.sampling = options, sampling
