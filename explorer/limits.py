@@ -53,6 +53,7 @@ MAX_TRACE_TOP = 16  # alternatives per position: the engine keeps 5; BiTA lists 
 MAX_TREE_POSITIONS = 1024  # BiTA's tree nodes + mask tokens in one forward (methods.bita.tree.MAX_TREE_INPUT)
 MAX_TREE_PROMPT = 256  # BiTA's prompt tokens (methods.bita.tokens.check_counts)
 MAX_TRACE_SECONDS = 1e7  # any one time in a trace (four months)
+MAX_PACE_SAMPLES = 256  # a trace's machine-pace samples (``explorer.pace.PaceLog`` thins a long run's to fit)
 MAX_FREE_VALUES = 4096  # values in a round's free-form ``controller`` or ``detail`` (the engine's: under 200)
 MAX_REPORT_BYTES = 2**20  # a benchmark report (the shipped one: 14 KB)
 # The runs and uploads a session keeps for "your runs", in trace JSON bytes (in memory ≈ 9× that: a legal

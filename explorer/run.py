@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import Iterator
 
 from . import theory
-from .trace import RoundTrace, RunTrace, Settings, Summary, alpha_hat
 from .models import LoadedModel
+from .pace import PaceLog
+from .trace import RoundTrace, RunTrace, Settings, Summary, alpha_hat
 
 
 class Decoding:
@@ -34,8 +35,16 @@ class Decoding:
         self._finished = False
         self._output: list[int] = []
         self._token_text: dict[int, str] = {}
+        self._pace: PaceLog | None = None
         self._named(self.prompt_ids)
 
+    def watch_pace(self) -> "Decoding":
+        """Record the machine's pace (``explorer.pace``) at the start, between rounds and at the end, into the
+        trace's ``pace_ms``: for a run whose speed will be compared with another's (the page's run and its plain
+        decoding, ``run --vs-ar``). Off the timed path, and off by default (the audit's hundreds of two-token runs
+        would pay 22 ms each). Returns the run, to chain."""
+        self._pace = self._pace or PaceLog()
+        return self
     def __iter__(self) -> Iterator[RoundTrace]:
         return (record for record in self.steps() if record is not None)
 
@@ -44,6 +53,7 @@ class Decoding:
         not a round yet (beam search between its steps). A consumer that stops between two items (Stop, a
         cancelled job, a page closed) stops the work there, so nothing runs on for long after nobody
         waits for it."""
+        self._probe(now=True)
         for item in self._source:
             if item is None:
                 yield None
@@ -52,7 +62,13 @@ class Decoding:
             self._add(record)
             self._record_s += record_s
             yield record
+            self._probe()
+        self._probe(now=True)
         self._finished = True
+
+    def _probe(self, now: bool = False) -> None:
+        if self._pace is not None:
+            self._pace.take(now)
 
     def run(self) -> RunTrace:
         """Decode to the end and return the trace."""
@@ -91,7 +107,7 @@ class Decoding:
             rounds=rounds, summary=summarize(rounds, self._record_s, stop, self.settings.lossy), prompt=self.prompt,
             draft_about=self.draft_about,
             device=str(self.target.device), dtype=str(self.target.dtype).replace("torch.", ""),
-            token_text=dict(self._token_text),
+            token_text=dict(self._token_text), pace_ms=tuple(self._pace.samples) if self._pace else (),
         )
 
 

@@ -70,6 +70,15 @@ def wait_status(page, text: str, timeout: int = DECODE_TIMEOUT_MS) -> None:
     page.wait_for_function("t => document.querySelector('#status').innerText.includes(t)", arg=text, timeout=timeout)
 
 
+def wait_compared(page, timeout: int = DECODE_TIMEOUT_MS) -> bool:
+    """Wait until the run is weighed against plain decoding: True with a measured ratio, False where the page says
+    the ratio is unreliable because the machine's pace changed between the run and plain decoding (#42: on a busy
+    machine that is the honest answer, not a failure)."""
+    page.wait_for_function("() => { const t = document.querySelector('#status').innerText; "
+                           "return t.includes('measured ×') || t.includes('unreliable'); }", timeout=timeout)
+    return "measured ×" in page.inner_text("#status")
+
+
 def open_tab(page, name: str) -> None:
     """Show one of the page's tabs: watch, understand, compare, audit, traces."""
     from playwright.sync_api import expect

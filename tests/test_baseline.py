@@ -7,7 +7,8 @@ import dataclasses
 import math
 
 import explorer
-from explorer.ui.baseline import SPEED_TOLERANCE, BaselineCache, machine_speed_ms
+from explorer.pace import PACE_TOLERANCE, probe_ms
+from explorer.ui.baseline import BaselineCache
 
 
 def _runs(tiny_target):
@@ -17,7 +18,7 @@ def _runs(tiny_target):
 
 
 def test_the_machine_test_is_a_positive_time():
-    first, again = machine_speed_ms(), machine_speed_ms()
+    first, again = probe_ms(), probe_ms()
     assert all(math.isfinite(t) and 0 < t < 1000 for t in (first, again))
 
 
@@ -29,7 +30,7 @@ def test_a_cached_baseline_is_used_only_at_the_pace_it_was_measured_at(tiny_targ
     cache.put(plain, 1.0)
     found, words = cache.fresh(run, 1.1)
     assert found is plain and "same speed as now" in words and "1.00 ms then, 1.10 ms now" in words
-    for pace, said in ((SPEED_TOLERANCE * 1.2, "slower"), (1 / (SPEED_TOLERANCE * 1.2), "faster")):
+    for pace, said in ((PACE_TOLERANCE * 1.2, "slower"), (1 / (PACE_TOLERANCE * 1.2), "faster")):
         found, words = cache.fresh(run, pace)
         assert found is None and said in words and "measured again right after this run" in words
     assert cache.get(run) is plain  # a run already compared keeps its baseline, whatever the pace now

@@ -26,7 +26,10 @@ def test_vs_ar_prints_the_speedup_the_match_and_why():
               "--raw", "--max-new-tokens", "16", "--vs-ar")
     assert out.returncode == 0, out.stderr
     assert "vs plain decoding (ar):" in out.stdout and "identical output" in out.stdout
-    assert "Why this speed. A plain decoding step took" in out.stdout and "**" not in out.stdout
+    assert "**" not in out.stdout
+    # the ledger, or (the machine's pace changed between the two runs: #42) why there is no ratio to explain
+    assert "Why this speed. A plain decoding step took" in out.stdout or (
+        "→ unreliable: the machine was busy" in out.stdout and "Why this speed. The machine was busy" in out.stdout)
 
 
 def test_out_dash_prints_the_trace_json_and_out_file_writes_it(tmp_path):

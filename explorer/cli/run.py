@@ -42,7 +42,7 @@ def add_parser(sub) -> None:
 
 
 def handle(args) -> int:
-    from ..api import decode
+    from ..api import stream
 
     if (args.prompt is None) == (args.prompt_ids is None):
         raise ExplorerError("give exactly one of --prompt TEXT or --prompt-ids 1,2,3")
@@ -62,12 +62,13 @@ def handle(args) -> int:
         args.gamma = args.gamma if args.gamma is not None else pair.gamma
         print(f"pair {pair.name}: {pair.why()}", file=sys.stderr)
     args.model = args.model or "default"
-    trace = decode(
+    decoding = stream(
         args.model, args.prompt, prompt_ids=prompt_ids, method=args.method, draft=args.draft, gamma=args.gamma,
         controller=args.controller, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
         max_new_tokens=args.max_new_tokens, seed=args.seed, chat=not args.raw, device=args.device, dtype=args.dtype,
         **method_options(args),
     )
+    trace = (decoding.watch_pace() if args.vs_ar else decoding).run()  # a comparison needs the machine's pace
     if args.out == "-":
         print(trace.to_json())
         return 0
@@ -85,19 +86,21 @@ def handle(args) -> int:
 
 
 def _against_plain(trace, args) -> str:
-    """Plain decoding on the same prompt ids and settings: its speed, the ratio, the match, and the run's
-    speed explained (``viz.speed_explanation``)."""
-    from ..api import decode
+    """Plain decoding on the same prompt ids and settings: its speed, the ratio (or why it cannot be trusted:
+    ``viz.trust``), the match, and the run's speed explained (``viz.speed_explanation``)."""
+    from ..api import stream
     from ..quality import first_divergence
-    from ..viz import speed_explanation
+    from ..viz import measured_speedup, speed_explanation, speedup_doubt
 
     s = trace.settings
-    plain = decode(args.model, prompt_ids=list(trace.prompt_ids), method="ar", temperature=s.temperature, top_k=s.top_k,
-                   top_p=s.top_p, max_new_tokens=s.max_new_tokens, seed=s.seed, device=args.device, dtype=args.dtype)
-    ratio = (trace.summary.tokens_per_s or 0) / plain.summary.tokens_per_s if plain.summary.tokens_per_s else 0.0
+    plain = stream(args.model, prompt_ids=list(trace.prompt_ids), method="ar", temperature=s.temperature,
+                   top_k=s.top_k, top_p=s.top_p, max_new_tokens=s.max_new_tokens, seed=s.seed, device=args.device,
+                   dtype=args.dtype).watch_pace().run()
+    ratio, doubt = measured_speedup(trace, plain), speedup_doubt(trace, plain)
     differs = first_divergence(list(trace.output_ids), list(plain.output_ids))
     same = "identical output" if differs is None else f"output first differs at token {differs + 1}"
-    line = f"vs plain decoding (ar): {plain.summary.tokens_per_s or 0:.1f} tok/s → ×{ratio:.2f}; {same}"
+    shown = f"×{ratio:.2f}" if ratio is not None else f"unreliable: {doubt.short}" if doubt else "–"
+    line = f"vs plain decoding (ar): {plain.summary.tokens_per_s or 0:.1f} tok/s → {shown}; {same}"
     return line + "\n" + _plain_text(speed_explanation(trace, plain))
 
 

@@ -180,6 +180,9 @@ class RunTrace:
     device: str = "cpu"
     dtype: str = "float32"
     token_text: dict[int, str] = field(default_factory=dict)
+    # the machine's pace while the run decoded (``explorer.pace``: a fixed test's ms at the start, between
+    # rounds, at the end), where it was watched; empty otherwise. Two runs are comparable only if it held.
+    pace_ms: tuple[float, ...] = ()
     schema: str = SCHEMA
 
     # -- JSON ---------------------------------------------------------------------------------------

@@ -12,9 +12,9 @@ from typing import Any, Callable, Mapping
 
 from .. import limits
 from ..errors import ExplorerError, TraceFormatError
-from ..limits import (MAX_FREE_VALUES, MAX_GAMMA, MAX_JSON_DEPTH, MAX_NAME_CHARS, MAX_PIECE_CHARS, MAX_PROMPT_CHARS,
-                      MAX_SEED, MAX_TOKEN_ID, MAX_TRACE_SECONDS, MAX_TRACE_TOKENS, MAX_TRACE_TOP, MAX_TREE_POSITIONS,
-                      MAX_TREE_PROMPT, clip)
+from ..limits import (MAX_FREE_VALUES, MAX_GAMMA, MAX_JSON_DEPTH, MAX_NAME_CHARS, MAX_PACE_SAMPLES, MAX_PIECE_CHARS,
+                      MAX_PROMPT_CHARS, MAX_SEED, MAX_TOKEN_ID, MAX_TRACE_SECONDS, MAX_TRACE_TOKENS, MAX_TRACE_TOP,
+                      MAX_TREE_POSITIONS, MAX_TREE_PROMPT, clip)
 from ..untrusted import (BOOL, FINITE, LIST, OBJECT, Kind, ListOf, MapOf, Maybe, Record, Refused, check_plain, number,
                          one_of, text, whole)
 from .model import (EMITTED_KINDS, EVENTS, SCHEMA, STOP_REASONS, MethodRules, RoundTrace, RunTrace, Settings, Summary,
@@ -97,6 +97,7 @@ TRACE = Record({
     "prompt": Maybe(text(MAX_PROMPT_CHARS)), "draft_about": Maybe(NAME), "device": NAME, "dtype": NAME,
     # one entry per distinct id: at most a vocabulary (the largest common ones hold 256 000)
     "token_text": MapOf(TOKEN_KEY, text(MAX_PIECE_CHARS), 2**18, "an object from token ids to their text"),
+    "pace_ms": ListOf(number(0, 1e6), MAX_PACE_SAMPLES, f"a list of at most {MAX_PACE_SAMPLES} times in ms"),
 }, _required(RunTrace))
 
 # The keys of a round's ``controller`` that the views read (``viz/views``), wherever they appear
@@ -204,6 +205,7 @@ def read_trace(data: dict, methods: Mapping[str, MethodRules] | None) -> RunTrac
     fields["prompt_ids"] = tuple(data["prompt_ids"])
     fields["output_ids"] = tuple(data["output_ids"])
     fields["token_text"] = {int(k): v for k, v in data.get("token_text", {}).items()}
+    fields["pace_ms"] = tuple(map(float, data.get("pace_ms", ())))
     return RunTrace(**fields)
 
 

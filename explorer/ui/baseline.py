@@ -4,62 +4,31 @@ machine runs at the speed it ran at then.
 
 A ratio against plain decoding measured on a quiet CPU says nothing about a run on a loaded one (the
 page once showed ×0.13 for a run the race, which interleaves, measured at ×1.32). So every baseline keeps
-what a fixed piece of work cost when it was measured (``machine_speed_ms``), and a run uses it only if
-the same work costs about the same now (within ``SPEED_TOLERANCE``); otherwise the page re-measures plain
-decoding right after the run and says why.
+what a fixed piece of work cost when it was measured (``pace.probe_ms``), and a run uses it only if
+the same work costs about the same now (within ``PACE_TOLERANCE``); otherwise the page re-measures plain
+decoding right after the run and says why. A baseline measured here records its pace as it decodes
+(``Decoding.watch_pace``), as the run does, so a comparison can also tell when the pace changed during either
+(``viz.trust``).
 """
 
 from __future__ import annotations
 
-import statistics
 import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
 
-import torch
-
 import explorer
+from explorer.pace import PACE_TOLERANCE
 
 CAPACITY = 128
-# the machine may be this much faster or slower before a cached baseline is stale: on a quiet 2-core EPYC the
-# test's own spread is 1.3× (1.43–1.88 ms) while one busy process on the other core makes it 3.5× slower and
-# plain decoding 2.6× (50 → 19 tokens/s), two 3.7× and 4×
-SPEED_TOLERANCE = 1.5
-PROBE_SHAPE = (576, 1536)  # one of the default model's MLP projections (hidden 576 → 1536)
-PROBE_LAYERS = 4  # four such weights: 14 MB, the size a one-token forward streams through in a few layers
-PROBE_REPEATS = 7
-PROBE_ROWS = 32  # enough rows that the product is split over every thread, as a decode's forwards are
 
 
 @dataclass(frozen=True)
 class Baseline:
     trace: object  # a finished ``ar`` RunTrace
-    speed_ms: float | None  # ``machine_speed_ms()`` when it was measured (None: not known)
+    speed_ms: float | None  # ``pace.probe_ms()`` when it was measured (None: not known)
     at: float  # time.time() when it was stored
-
-
-_PROBE: list[torch.Tensor] = []
-
-
-def machine_speed_ms() -> float:
-    """What a fixed piece of work costs on this machine now, in ms (median of 7): 32 rows through four
-    576 × 1536 weights, split over the threads as a forward is. A decode on another session or process
-    makes it slower about as much as it makes a decode slower; ≈ 1.6 ms here (11 ms in all), so it runs at
-    every run's start and end."""
-    if not _PROBE:
-        generator = torch.Generator().manual_seed(0)
-        _PROBE.extend(torch.randn(PROBE_SHAPE, generator=generator) for _ in range(PROBE_LAYERS))
-        _PROBE.append(torch.randn(PROBE_ROWS, PROBE_SHAPE[0], generator=generator))
-    *weights, row = _PROBE
-    times = []
-    with torch.inference_mode():
-        for _ in range(PROBE_REPEATS):
-            start = time.perf_counter()
-            for w in weights:
-                (row @ w).sum()
-            times.append(time.perf_counter() - start)
-    return 1000 * statistics.median(times)
 
 
 def baseline_key(trace) -> tuple:
@@ -110,7 +79,7 @@ class BaselineCache:
         if entry.speed_ms is None:
             return entry.trace, f"Compared with plain decoding measured {ago} on these settings."
         change = speed_ms / entry.speed_ms
-        if 1 / SPEED_TOLERANCE <= change <= SPEED_TOLERANCE:
+        if 1 / PACE_TOLERANCE <= change <= PACE_TOLERANCE:
             return entry.trace, (f"Compared with plain decoding measured {ago} on these settings, with the machine "
                                  f"at the same speed as now (a fixed test took {entry.speed_ms:.2f} ms then, "
                                  f"{speed_ms:.2f} ms now).")
@@ -131,13 +100,14 @@ class BaselineCache:
 
 
 def baseline_stream(trace) -> explorer.Decoding:
-    """Start the autoregressive run on the same prompt tokens and settings as ``trace``."""
+    """Start the autoregressive run on the same prompt tokens and settings as ``trace``, recording the machine's
+    pace as it decodes (a comparison needs it to know whether the two ran alike)."""
     s = trace.settings
     return explorer.stream(
         trace.model, prompt_ids=list(trace.prompt_ids), method="ar", temperature=s.temperature, top_k=s.top_k,
         top_p=s.top_p, max_new_tokens=s.max_new_tokens, seed=s.seed, chat=s.chat, dtype=trace.dtype,
         device=trace.device,
-    )
+    ).watch_pace()
 
 
 BASELINES = BaselineCache()

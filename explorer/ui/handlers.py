@@ -21,9 +21,10 @@ from explorer.audit import greedy_audit
 from explorer.pairs import GPU_PAIR, get_pair
 from explorer.engine.controllers import DEFAULT_CONTROLLER, DEFAULT_GAMMA
 from explorer.limits import MAX_GAMMA, MAX_SESSION_TRACE_BYTES
+from explorer.pace import probe_ms
 from explorer.viz.audit import greedy_audit_text
 
-from .baseline import BASELINES, baseline_stream, machine_speed_ms
+from .baseline import BASELINES, baseline_stream
 from .inputs import decode_options, precision
 from . import jobs, trace_files, zerogpu
 from .trace_files import write_trace_file
@@ -72,7 +73,7 @@ class Handlers:
             options |= {"device": zerogpu.device_for(values.get(p.hardware))}
             yield {p.status: f"⏳ Loading {viz.safe_markdown(model)} and encoding the prompt…"}
             decoding = explorer.stream(model, prompt, session=history_session(request), **options)
-            speed = machine_speed_ms()  # the machine's pace now: is a cached baseline still comparable?
+            decoding.watch_pace()  # the machine's pace as it decodes: is a cached baseline comparable, did it hold?
             started = time.perf_counter()
             last_text = last_plots = 0.0
             baseline, which = None, ""
@@ -92,7 +93,7 @@ class Handlers:
                     # plots follow with the next update that is due
                     plots = r.index > 0 and now - last_plots >= LIVE_PLOTS_EVERY_S
                     if r.index == 0:
-                        baseline, which = BASELINES.fresh(trace, speed)
+                        baseline, which = BASELINES.fresh(trace, pace_at(trace, 0))
                         last_plots = now - LIVE_PLOTS_EVERY_S
                     last_text = now
                     last_plots = now if plots else last_plots
@@ -102,9 +103,9 @@ class Handlers:
                     yield self._live(trace, baseline, status, plots, first=r.index == 0,
                                      following=not STOPS.stepped(session))
             trace = decoding.trace()
-            BASELINES.put(trace, speed)
+            BASELINES.put(trace, pace_at(trace, 0))
             stopped = trace.summary.stop_reason == "stopped"
-            baseline, which = BASELINES.fresh(trace, machine_speed_ms())
+            baseline, which = BASELINES.fresh(trace, pace_at(trace, -1))
             if baseline is None and stopped:
                 which = ("This run was stopped, so it is not compared with plain decoding (a run that ends is: "
                          "plain decoding runs once right after it, on the same settings).")
@@ -158,7 +159,6 @@ class Handlers:
         p = self.page
         yield {p.status: f"{viz.run_summary(trace)}\n\n{which}\n\n⏳ Measuring plain decoding on the same "
                          "prompt and settings (cached for later runs while the machine keeps this pace)…"}
-        speed = machine_speed_ms()
         replaced = BASELINES.get(trace) is not None  # a cached one taken at another pace
         decoding = baseline_stream(trace)
         last_shown = time.perf_counter()
@@ -170,7 +170,7 @@ class Handlers:
                 last_shown = time.perf_counter()
                 yield {p.status: f"{viz.run_summary(trace)}\n\n⏳ Measuring the autoregressive baseline… "
                                  f"{sum(len(x.emitted) for x in decoding.rounds)} / {trace.settings.max_new_tokens} tokens"}
-        BASELINES.put(decoding.trace(), speed)
+        BASELINES.put(decoding.trace(), pace_at(decoding.trace(), 0))
         baseline = BASELINES.get(trace)
         measured = ("Compared with plain decoding measured right after this run, on the same prompt and settings"
                     + (" (the machine's pace had changed since the cached one)." if replaced else "."))
@@ -463,6 +463,11 @@ class Handlers:
 
 
 # -- helpers ----------------------------------------------------------------------------------------
+
+
+def pace_at(trace, index: int) -> float:
+    """The machine's pace (``explorer.pace``) a run recorded at ``index`` (0: its start, -1: its end), or now."""
+    return trace.pace_ms[index] if trace.pace_ms else probe_ms()
 
 
 def audit_words(trace, baseline) -> str:

@@ -12,6 +12,8 @@ from explorer import machine
 from explorer.bench import position_rates
 from explorer.errors import ExplorerError
 from explorer.limits import MAX_SPEC_CHARS
+from explorer.viz import measured_speedup
+from explorer.words import plural
 
 from .baseline import BASELINES
 from .sections import CompareView
@@ -28,18 +30,20 @@ class MyRunsSection:
 
 
 def runs_report(traces: list) -> tuple[dict | None, int]:
-    """(a benchmark report of the runs that have a plain-decoding baseline, how many had none)."""
+    """(a benchmark report of the runs that have a plain-decoding baseline they can be weighed against, how many
+    had none: no baseline, or one timed at another pace of the machine, ``viz.trust``)."""
     rows, missing = [], 0
     for k, trace in enumerate(traces, 1):
         base = BASELINES.get(trace)
         s = trace.summary
-        if base is None or not s.tokens_per_s or not base.summary.tokens_per_s:
+        speedup = measured_speedup(trace, base)
+        if speedup is None:
             missing += 1
             continue
         rows.append({
             "system": _clipped(f"run {k}: {trace.method}" + (f" {trace.draft}" if trace.draft else "")),
             "method": trace.method, "draft": trace.draft, "tokens_per_s": s.tokens_per_s,
-            "speedup_vs_ar": s.tokens_per_s / base.summary.tokens_per_s, "acceptance_rate": s.acceptance_rate,
+            "speedup_vs_ar": speedup, "acceptance_rate": s.acceptance_rate,
             "acceptance_by_position": position_rates(trace.rounds),
             "alpha_hat": s.alpha_hat, "tokens_per_target_forward": s.tokens_per_target_forward, "c": s.c_measured,
             "predicted_speedup": s.predicted_speedup,
@@ -73,8 +77,12 @@ def wire_my_runs(section: MyRunsSection, compare: CompareView) -> None:
         traces = RUNS.of(session_id(request))
         report, missing = runs_report(traces)
         if report is None:
-            return {section.words: NO_RUNS}
-        note = f" ({missing} without a baseline left out)" if missing else ""
+            return {section.words: NO_RUNS if not missing else
+                    f"None of this session's {plural(missing, 'run')} can be weighed against plain decoding: none has "
+                    "run on their settings yet, or the machine's pace changed between a run and it (the race, above, "
+                    "measures fairly)."}
+        note = (f" ({missing} left out: no plain decoding on their settings yet, or one timed while the machine ran at "
+                "another pace)") if missing else ""
         try:
             shown = compare.show(report)
         except ExplorerError as err:  # a report of this session's own runs that fails the Compare view's checks

@@ -11,14 +11,19 @@ so a round pays only when the tokens it yields beyond the one a plain step would
 what it costs beyond one plain step. Beside this identity: Leviathan et al.'s Theorem 3.8 at the run's
 α̂, mean γ and c, as written (verification priced like one step) and priced with the run's own
 T(k)/T(1) (one verification of k tokens against one plain forward, both measured in these runs).
+
+Every figure here that weighs the run against plain decoding is a ratio of two runs' clocks, so none is
+printed where the two were not timed alike (``trust``): the explanation then says so and keeps to what
+the run's own clocks tell.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from .. import theory
-from .latency import measured_speedup
+from .trust import measured_speedup, speedup_doubt, verify_ratio_doubt
 
 
 @dataclass(frozen=True)
@@ -87,6 +92,9 @@ def speed_explanation(trace, baseline=None) -> str:
                     "(a run that ends gets one, on the same prompt and settings, right after it).")
         return ("**Why this speed.** The comparison with plain decoding appears once plain decoding has run on the "
                 "same prompt and settings, at the machine's current pace (right after a run that ends).")
+    doubt = speedup_doubt(trace, baseline)
+    if doubt is not None:
+        return f"**Why this speed.** {doubt.words}\n\n{_own_clocks(trace)}"
     measured = measured_speedup(trace, baseline)
     lines = [
         f"**Why this speed.** A plain decoding step took {1000 * baseline.summary.wall_s / baseline.summary.new_tokens:.1f} ms "
@@ -96,16 +104,37 @@ def speed_explanation(trace, baseline=None) -> str:
         + (f" (measured ×{measured:.2f})." if measured is not None and abs(measured - cost.speedup) > 0.005 else "."),
         _verdict(cost),
     ]
+    impossible = None
     if cost.verify_ratio is not None and cost.verify_tokens is not None:
         # k is a mean over rounds: "T(1)/T(1) = 1.65" (1.4 rounded) read as a contradiction
         k = cost.verify_tokens
         shown = f"{k:.0f}" if abs(k - round(k)) < 0.05 else f"{k:.1f}"
-        lines.append(f"One verification ran {k:.1f} tokens through the target and cost "
-                     f"{cost.verify_ratio:.2f}× a one-token forward (T({shown})/T(1) = "
-                     f"{cost.verify_ratio:.2f} on this machine, k = {shown} tokens on average; on a GPU it is close "
-                     "to 1).")
-    lines += _theorem(trace, cost, measured)
+        impossible = verify_ratio_doubt(cost.verify_ratio, k)
+        if impossible:  # "T(1.1)/T(1) = 0.05" was printed as a fact
+            lines.append(f"One verification ran {k:.1f} tokens through the target; its cost against a one-token "
+                         f"forward {impossible}, so it is not shown, nor the theory priced with it.")
+        else:
+            lines.append(f"One verification ran {k:.1f} tokens through the target and cost "
+                         f"{cost.verify_ratio:.2f}× a one-token forward (T({shown})/T(1) = "
+                         f"{cost.verify_ratio:.2f} on this machine, k = {shown} tokens on average; on a GPU it is "
+                         "close to 1).")
+    lines += _theorem(trace, cost if not impossible else dataclasses.replace(cost, verify_ratio=None), measured)
     return "\n\n".join(lines)
+
+
+def _own_clocks(trace) -> str:
+    """What a run's own clocks say without plain decoding: a round's time, its split, its tokens."""
+    s = trace.summary
+    n = max(1, len(trace.rounds))
+    total = s.draft_s + s.verify_s + s.other_s
+    if total <= 0:
+        return ""
+    split = ", ".join(f"{name} {share:.0%}" for name, share in (("drafting", s.draft_s / total),
+                                                                ("verifying", s.verify_s / total),
+                                                                ("bookkeeping", s.other_s / total)))
+    per_pass = f" ({s.tokens_per_target_forward:.2f} tokens per target pass)" if s.tokens_per_target_forward else ""
+    return (f"What this run's own clocks say: an average round took {1000 * s.wall_s / n:.1f} ms — {split} — and "
+            f"yielded {s.new_tokens / n:.2f} tokens{per_pass}.")
 
 
 def _verdict(cost: RoundCost) -> str:

@@ -3,7 +3,7 @@
 Left: per-round stacked time (draft, verify, other: the split of the paper's cost model, where a round
 costs γ draft forwards plus one target forward). Right: cumulative tokens/s after each round for this
 run and for the autoregressive baseline on the same prompt and sampling settings; their ratio at the end
-is the measured speedup (``measured_speedup``).
+is the measured speedup (``trust.measured_speedup``: shown only where the machine kept its pace).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from .text import plotly_text
+from .trust import measured_speedup, speedup_doubt
 from .style import BASELINE_COLOUR, RUN_COLOUR, TIMING_COLOURS, base_layout, empty_figure
 
 TITLE = "Latency"
@@ -24,13 +25,6 @@ def cumulative_throughput(trace) -> tuple[list[int], list[float]]:
     tokens = list(itertools.accumulate(len(r.emitted) for r in trace.rounds))
     seconds = list(itertools.accumulate(r.timing.total_s for r in trace.rounds))
     return tokens, [n / s if s > 0 else 0.0 for n, s in zip(tokens, seconds)]
-
-
-def measured_speedup(trace, baseline) -> float | None:
-    """This run's tokens/s ÷ the autoregressive baseline's tokens/s (both over their whole runs)."""
-    if baseline is None or not trace.summary.tokens_per_s or not baseline.summary.tokens_per_s:
-        return None
-    return trace.summary.tokens_per_s / baseline.summary.tokens_per_s
 
 
 def latency_figure(trace, baseline=None) -> go.Figure:
@@ -56,8 +50,10 @@ def latency_figure(trace, baseline=None) -> go.Figure:
     ), row=1, col=2)
     if baseline is not None and baseline.rounds:
         bx, by = cumulative_throughput(baseline)
+        timed_apart = speedup_doubt(trace, baseline) is not None  # drawn, but not as a fair comparison
         fig.add_trace(go.Scatter(
-            x=bx, y=by, mode="lines", name="autoregressive baseline", line={"color": BASELINE_COLOUR, "dash": "dash"},
+            x=bx, y=by, mode="lines", line={"color": BASELINE_COLOUR, "dash": "dash"},
+            name="autoregressive baseline" + (" (timed at another pace: not comparable)" if timed_apart else ""),
             hovertemplate="after %{x} tokens: %{y:.1f} tokens/s<extra>autoregressive</extra>",
         ), row=1, col=2)
     fig.update_layout(barmode="stack", bargap=0.15)
@@ -74,6 +70,8 @@ def _title(trace, baseline) -> str:
     speedup = measured_speedup(trace, baseline)
     if trace.method == "ar":
         return f"{TITLE}: autoregressive {ours} over {s.new_tokens} tokens"
+    if speedup is None and speedup_doubt(trace, baseline) is not None:
+        return f"{TITLE}: this run {ours}; its speed-up is unreliable (the machine's pace changed: see Why this speed)"
     if speedup is None:
         return f"{TITLE}: this run {ours} (autoregressive baseline not measured yet)"
     return (f"{TITLE}: this run {ours} vs autoregressive {baseline.summary.tokens_per_s:.1f} tokens/s "

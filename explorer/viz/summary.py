@@ -6,7 +6,7 @@ import html
 import math
 
 from ..quality import first_divergence, token_agreement
-from .latency import measured_speedup
+from .trust import measured_speedup, speedup_doubt
 from .text import safe_markdown
 from .views import note_for
 
@@ -30,9 +30,11 @@ def run_summary(trace, baseline=None) -> str:
         plain.append(f"{s.accepted} of {s.drafted} drafted tokens accepted{untested}")
     if s.tokens_per_target_forward:
         plain.append(f"{s.tokens_per_target_forward:.2f} tokens per target pass")
-    measured = measured_speedup(trace, baseline)
+    measured, doubt = measured_speedup(trace, baseline), speedup_doubt(trace, baseline)
     if measured is not None and trace.method != "ar":
         plain.append(f"measured ×{measured:.2f} plain decoding ({baseline.summary.tokens_per_s:.1f} tokens/s)")
+    elif doubt is not None:  # a figure that cannot be trusted is not printed: why, instead
+        plain.append(f"speed against plain decoding: **unreliable** ({doubt.short})")
     if trace.settings.lossy and baseline is not None:
         # linear in the length (ROUGE-L is quadratic, and an uploaded trace may hold 40 000 tokens)
         output, reference = list(trace.output_ids), list(baseline.output_ids)

@@ -16,7 +16,7 @@ from plotly.subplots import make_subplots
 
 from explorer import theory
 
-from .latency import measured_speedup
+from .trust import measured_speedup
 from .style import BASELINE_COLOUR, RUN_COLOUR, SERIES, TARGET_COLOUR, base_layout
 from .text import plotly_text
 
