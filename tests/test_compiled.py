@@ -11,7 +11,9 @@ import torch
 import explorer
 from explorer.engine import compiled, fast, kernels
 from explorer.engine.cache import CachedForward
-from explorer.engine.fast import FusedLlamaLayer, fast_view
+from explorer.engine import fused_layer
+from explorer.engine.fast import fast_view
+from explorer.engine.fused_layer import FusedLlamaLayer
 from explorer.engine.forward import full_forward
 
 pytestmark = pytest.mark.skipif(kernels.available(torch.float32) != kernels.KINDS,
@@ -73,8 +75,8 @@ def test_every_decode_path_runs_compiled_and_decodes_the_same_tokens(compiling, 
     target = explorer.load("tiny-random:33")
     fast_view(target.model)
     calls = []
-    real = fast._run_step
-    monkeypatch.setattr(fast, "_run_step", lambda *a: calls.append(1) or real(*a))
+    real = fused_layer._run_step
+    monkeypatch.setattr(fused_layer, "_run_step", lambda *a: calls.append(1) or real(*a))
     prompt = "the cat sat on the mat. the cat sat on the"
     kwargs = {"method": method, "max_new_tokens": 16} | ({"draft": draft} if draft else {})
     ours = explorer.decode(target, prompt, **kwargs)

@@ -8,7 +8,9 @@ import torch
 import explorer
 from explorer.engine import fast
 from explorer.engine.cache import CachedForward
-from explorer.engine.fast import FusedLlamaLayer, KernelLinear, fast_view
+from explorer.engine.fast import fast_view
+from explorer.engine.fused_layer import FusedLlamaLayer
+from explorer.engine.kernel_linear import KernelLinear
 from explorer.engine.forward import fast_decoder, full_forward
 
 pytestmark = pytest.mark.skipif(not fast.enabled(), reason="this torch has no oneDNN linear")

@@ -11,7 +11,8 @@ import explorer
 from explorer import machine
 from explorer.engine import fast, kernels
 from explorer.engine.cache import CachedForward
-from explorer.engine.fast import KernelLinear, fast_view
+from explorer.engine.fast import fast_view
+from explorer.engine.kernel_linear import KernelLinear
 from explorer.engine.forward import full_forward
 from explorer.errors import ExplorerError
 

@@ -64,8 +64,8 @@ def test_draft_logits_after_rollback_equal_a_fresh_draft(default_model):
 @pytest.mark.parametrize("mode", ["eager", "compiled"])
 def test_greedy_equals_ar_and_no_layer_runs_twice_on_a_position(default_model, monkeypatch, mode):
     """Rows counted where each layer runs: the eager layers' forward (a hook), or the compiled step of each
-    layer's KV cache (``fast._run_step``, one call per layer and forward)."""
-    from explorer.engine import compiled, fast
+    layer's KV cache (``fused_layer._run_step``, one call per layer and forward)."""
+    from explorer.engine import compiled, fused_layer
 
     prompt = "List three uses of copper."
     ar = api.decode(default_model, prompt, max_new_tokens=24)
@@ -74,12 +74,12 @@ def test_greedy_equals_ar_and_no_layer_runs_twice_on_a_position(default_model, m
     if mode == "compiled":
         if layers[0]._steps[0] is None:
             pytest.skip(f"no compiled layer on this machine: {compiled.status()}")
-        real = fast._run_step
+        real = fused_layer._run_step
 
         def counted(step, layer, kv_like, hidden, *args):
             rows[id(layer)] = rows.get(id(layer), 0) + hidden.shape[1]
             return real(step, layer, kv_like, hidden, *args)
-        monkeypatch.setattr(fast, "_run_step", counted)
+        monkeypatch.setattr(fused_layer, "_run_step", counted)
         context = contextlib.nullcontext()
     else:
         for i, layer in enumerate(layers):

@@ -11,6 +11,7 @@ from . import _add_dtype, _add_method_options, _plain_text, method_options
 
 def add_parser(sub) -> None:
     from ..api import METHODS
+    from ..drafts import draft_forms
     from ..engine.controllers import CONTROLLERS
 
     audit = sub.add_parser("audit", help="is a method lossless here? greedy diff against plain decoding, and a χ² "
@@ -19,7 +20,7 @@ def add_parser(sub) -> None:
     audit.add_argument("--model", default="default", help="default | hf:ORG/NAME | tiny-random[:SEED[:LAYERS]]")
     _add_dtype(audit)
     audit.add_argument("--method", choices=list(METHODS), help="default: speculative with --draft")
-    audit.add_argument("--draft", help="model:<name> | early-exit:N | prompt-lookup:n")
+    audit.add_argument("--draft", help=draft_forms() + " (a method's own draft where it has one)")
     audit.add_argument("--gamma", type=int)
     audit.add_argument("--controller", choices=list(CONTROLLERS))
     audit.add_argument("--max-new-tokens", type=int, default=64, help="greedy audit: tokens compared")

@@ -12,6 +12,7 @@ from . import _add_dtype, _add_method_options, _plain_text, method_options
 
 def add_parser(sub) -> None:
     from ..api import METHODS
+    from ..drafts import draft_forms
     from ..engine.controllers import CONTROLLERS
 
     run = sub.add_parser("run", help="decode one prompt and print the text and a summary")
@@ -22,7 +23,7 @@ def add_parser(sub) -> None:
                      "default 135M model; needs the Hub, pays on a GPU) | tiny (offline stand-in); sets --model, and "
                      "--draft and --gamma where not given")
     run.add_argument("--method", choices=list(METHODS), help="default: speculative with --draft, else ar")
-    run.add_argument("--draft", help="model:<name> | early-exit:N | prompt-lookup:n")
+    run.add_argument("--draft", help=draft_forms() + " (a method's own draft where it has one)")
     run.add_argument("--gamma", type=int, help="tokens drafted per round (the start value for heuristic, the cap "
                      "for beta-ts/cali-ts); default 4, or the eesd preset's")
     run.add_argument("--controller", choices=list(CONTROLLERS), help="default fixed, or the eesd preset's")

@@ -14,7 +14,8 @@ import torch
 from transformers import DynamicCache
 
 from ..errors import ExplorerError
-from .fast import fast_view, run_compiled
+from .fast import fast_view
+from .fused_layer import run_compiled
 
 
 def full_forward(model: torch.nn.Module):

@@ -16,7 +16,7 @@ from transformers import DynamicCache
 
 from . import kernels
 from .compiled import rms_norm
-from .fast import FusedLlamaLayer
+from .fused_layer import FusedLlamaLayer
 from .forward import decoder_parts, run_layers
 
 
