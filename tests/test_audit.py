@@ -26,7 +26,7 @@ def test_a_lossless_greedy_run_is_identical_to_plain_decoding(plain):
     run = explorer.decode(TINY, PROMPT, draft=TINY_DRAFT, max_new_tokens=24, chat=False)
     audit = greedy_audit(run, plain)
     assert audit.diverges_at is None and audit.compared == 24 and audit.agreement == 1.0
-    assert "✅ identical: all 24 tokens" in greedy_audit_text(run, plain, audit)
+    assert "✓ identical: all 24 tokens" in greedy_audit_text(run, plain, audit)
 
 
 def test_a_lossy_run_shows_where_it_leaves_plain_decoding_and_the_margin_there(plain):

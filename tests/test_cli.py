@@ -77,7 +77,7 @@ def test_audit_prints_the_greedy_and_the_sampling_audit():
               "--raw", "--max-new-tokens", "12", "--runs", "40")
     assert out.returncode == 0, out.stderr
     greedy, sampled = out.stdout.strip().splitlines()
-    assert greedy.startswith("Lossless audit. ✅ identical: all 12 tokens") and "**" not in greedy
+    assert greedy.startswith("Lossless audit. ✓ identical: all 12 tokens") and "**" not in greedy
     assert sampled.startswith("Sampling audit: 40 seeded runs at temperature 1") and "p = " in sampled
     # progress on stderr while it works (it printed nothing until the end: 195 s of silence under load)
     assert "sampling audit: run 40 of 40" in out.stderr and "s left" in out.stderr

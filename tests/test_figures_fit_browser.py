@@ -28,7 +28,7 @@ def test_no_figure_text_overlaps_or_is_clipped_for_any_method_in_any_tab(browser
         page.click("#run")
         wait_status(page, "tokens/s")
         # the run is over when nothing is pending (plain decoding may be measured right after it)
-        page.wait_for_function("() => !document.querySelector('#status').innerText.includes('⏳')",
+        page.wait_for_function("() => !document.querySelector('#status').innerText.includes('◷')",
                                timeout=DECODE_TIMEOUT_MS)
         for tab in TABS:
             open_tab(page, tab)

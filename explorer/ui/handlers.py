@@ -23,6 +23,7 @@ from explorer.engine.controllers import DEFAULT_CONTROLLER, DEFAULT_GAMMA
 from explorer.limits import MAX_GAMMA, MAX_SESSION_TRACE_BYTES
 from explorer.pace import probe_ms
 from explorer.viz.audit import greedy_audit_text
+from explorer.words import plural
 
 from .baseline import BASELINES, baseline_stream
 from .inputs import decode_options, precision
@@ -71,7 +72,7 @@ class Handlers:
                                                  history_session(request))
                 return
             options |= {"device": zerogpu.device_for(values.get(p.hardware))}
-            yield {p.status: f"⏳ Loading {viz.safe_markdown(model)} and encoding the prompt…"}
+            yield {p.status: f"◷ Loading {viz.safe_markdown(model)} and encoding the prompt…"}
             decoding = explorer.stream(model, prompt, session=history_session(request), **options)
             decoding.watch_pace()  # the machine's pace as it decodes: is a cached baseline comparable, did it hold?
             started = time.perf_counter()
@@ -83,7 +84,7 @@ class Handlers:
                 now = time.perf_counter()
                 if r is None:  # work between rounds (a beam search round that settled nothing): say so, and let a
                     # Stop or a closed page end it here (Gradio stops resuming a cancelled generator)
-                    yield {p.status: f"⏳ {viz.safe_markdown(options['method'])}: searching · {now - started:.1f} s "
+                    yield {p.status: f"◷ {viz.safe_markdown(options['method'])}: searching · {now - started:.1f} s "
                                      f"({len(decoding.rounds)} rounds settled; a round shows once every beam that "
                                      "can still win shares it)"}
                     continue
@@ -97,7 +98,7 @@ class Handlers:
                         last_plots = now - LIVE_PLOTS_EVERY_S
                     last_text = now
                     last_plots = now if plots else last_plots
-                    status = (f"⏳ Decoding… round {r.index + 1} · {trace.summary.new_tokens} / "
+                    status = (f"◷ Decoding… round {r.index + 1} · {trace.summary.new_tokens} / "
                               f"{options['max_new_tokens']} tokens · {now - started:.1f} s"
                               + (f"\n\n{which}" if which and baseline is None else ""))
                     yield self._live(trace, baseline, status, plots, first=r.index == 0,
@@ -128,7 +129,7 @@ class Handlers:
         rounds from the first."""
         p = self.page
         asked = zerogpu.ENTRY_POINTS["decode_run"](model, prompt, history, options, True, [])
-        yield {p.status: f"⏳ Waiting for a ZeroGPU GPU (asking for up to {asked} s of your GPU quota). The whole run "
+        yield {p.status: f"◷ Waiting for a ZeroGPU GPU (asking for up to {asked} s of your GPU quota). The whole run "
                          "and plain decoding on the same settings decode there in one go; then the rounds play here. "
                          "Stop cannot end a run that is on the GPU."}
         started = time.perf_counter()
@@ -142,7 +143,7 @@ class Handlers:
                              f"{updates[p.status]}")
         if len(trace.rounds) > 1:  # play it: the page shows the rounds as if they were decoding now
             updates.update({p.round_slider: _slider(len(trace.rounds), 1), **self._round(trace, 0), p.timer: gr.Timer(active=True),
-                            p.play_btn: gr.Button(value="⏸ Pause"), p.playing: True})
+                            p.play_btn: gr.Button(value="❚❚ Pause"), p.playing: True})
         yield updates
 
     def stop(self, shown: str | None, request: gr.Request):
@@ -157,7 +158,7 @@ class Handlers:
         """Plain decoding on the run's prompt and settings, right after it (none cached, or the machine's
         pace changed since the cached one: ``which`` says which)."""
         p = self.page
-        yield {p.status: f"{viz.run_summary(trace)}\n\n{which}\n\n⏳ Measuring plain decoding on the same "
+        yield {p.status: f"{viz.run_summary(trace)}\n\n{which}\n\n◷ Measuring plain decoding on the same "
                          "prompt and settings (cached for later runs while the machine keeps this pace)…"}
         replaced = BASELINES.get(trace) is not None  # a cached one taken at another pace
         decoding = baseline_stream(trace)
@@ -168,7 +169,7 @@ class Handlers:
                 return
             if time.perf_counter() - last_shown >= 1.0:
                 last_shown = time.perf_counter()
-                yield {p.status: f"{viz.run_summary(trace)}\n\n⏳ Measuring the autoregressive baseline… "
+                yield {p.status: f"{viz.run_summary(trace)}\n\n◷ Measuring the autoregressive baseline… "
                                  f"{sum(len(x.emitted) for x in decoding.rounds)} / {trace.settings.max_new_tokens} tokens"}
         BASELINES.put(decoding.trace(), pace_at(decoding.trace(), 0))
         baseline = BASELINES.get(trace)
@@ -311,7 +312,7 @@ class Handlers:
         p = self.page
         if playing or trace is None or len(trace.rounds) < 2:
             return self._pause()
-        updates = {p.timer: gr.Timer(active=True), p.play_btn: gr.Button(value="⏸ Pause"), p.playing: True}
+        updates = {p.timer: gr.Timer(active=True), p.play_btn: gr.Button(value="❚❚ Pause"), p.playing: True}
         if _round_index(trace, value) >= len(trace.rounds) - 1:
             updates.update({p.round_slider: 1, **self._round(trace, 0)})
         return updates
@@ -397,18 +398,33 @@ class Handlers:
                                             "Press Run.")}
 
     def upload(self, data, alpha, c, c_hat, request: gr.Request):
-        """Replay an uploaded trace; a bad file leaves the session's current trace as it was."""
+        """Replay an uploaded trace; a bad file leaves the session's current trace as it was. Either way the Traces
+        tab, where the upload was made, says what happened (the replay itself is in Watch)."""
         if data is None:
             return {}
         try:
             trace = explorer.load_trace(data)
         except explorer.ExplorerError as err:
-            return self._error(f"{err} (your current trace is kept)")
+            return self._refused(f"{err} (your current trace is kept)")
         except Exception:
             log.exception("upload failed")
-            return self._error("could not read the file as a trace (your current trace is kept)")
+            return self._refused("could not read the file as a trace (your current trace is kept)")
+        p = self.page
         updates = self._finished(trace, BASELINES.get(trace), alpha, c, c_hat, session_id(request))
-        updates[self.page.status] = f"Replaying an uploaded trace (no model needed). {updates[self.page.status]}"
+        updates[p.status] = f"Replaying an uploaded trace (no model needed). {updates[p.status]}"
+        s = trace.summary
+        updates[p.trace_note] = (
+            f"✓ Replaying **{viz.safe_markdown(trace.method)}**"
+            + (f" with {viz.safe_markdown(trace.draft)}" if trace.draft else "")
+            + f" on {viz.safe_markdown(trace.model)}: {plural(len(trace.rounds), 'round')}, "
+            f"{plural(s.new_tokens, 'token')}. Open the **Watch** tab to step through it (its views, audit and "
+            "figures are there too).")
+        return updates
+
+    def _refused(self, message: str) -> dict:
+        """A refused upload: the one line in the status, the toast and on the Traces tab."""
+        updates = self._error(message)
+        updates[self.page.trace_note] = updates[self.page.status]
         return updates
 
     def api_decode(self, prompt: str, method: str = "speculative", draft: str | None = "early-exit:8",

@@ -171,7 +171,7 @@ def build_demo() -> gr.Blocks:
                             prev_btn = gr.Button("◀ Prev", size="sm", elem_id="prev-round", scale=0, min_width=80)
                             play_btn = gr.Button("▶ Play", size="sm", elem_id="play-rounds", scale=0, min_width=90)
                             next_btn = gr.Button("Next ▶", size="sm", elem_id="next-round", scale=0, min_width=80)
-                            refusal_btn = gr.Button("Next refusal ⏭", size="sm", elem_id="next-refusal", scale=0,
+                            refusal_btn = gr.Button("Next refusal »", size="sm", elem_id="next-refusal", scale=0,
                                                     min_width=130)
                             round_slider = gr.Slider(1, 2, value=1, step=1, precision=0, label="Round", interactive=False,
                                                      elem_id="round-slider", scale=1)
@@ -215,6 +215,9 @@ def build_demo() -> gr.Blocks:
                     download = gr.DownloadButton("⬇ Download this trace (.json)", interactive=False, elem_id="trace-download")
                     upload = gr.UploadButton("⬆ Upload a trace (.json) to replay", file_types=[".json"], type="binary",
                                              elem_id="trace-upload")
+                # the answer to an upload, where it was made (the replay itself shows in Watch)
+                trace_note = gr.Markdown("A trace you upload replays in the **Watch** tab: its rounds, views and "
+                                         "audit, without the model.", elem_id="trace-upload-status")
 
         page = Page(prompt=prompt, model=model, precision=precision, hardware=hardware, pair_btn=pair_btn, method=method, draft=draft, gamma=gamma, controller=controller,
                     temperature=temperature, top_k=top_k, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed,
@@ -223,7 +226,7 @@ def build_demo() -> gr.Blocks:
                     refusal_btn=refusal_btn, timer=timer,
                     round_detail=round_detail, latency=latency, why=why, audit=audit.greedy, guided=guided, guide_step=guide_step,
                     guide_back=guide_back, guide_next=guide_next, guide_play=guide_play, guide_timer=guide_timer, theory_alpha=theory_alpha, theory_c=theory_c,
-                    theory_c_hat=theory_c_hat, theory=theory, download=download, upload=upload,
+                    theory_c_hat=theory_c_hat, theory=theory, download=download, upload=upload, trace_note=trace_note,
                     trace_state=trace_state, playing=playing, view_slots=view_slots, options=options)
         _wire(page, Handlers(page))
         wire_audit(page, audit, DECODE_CONCURRENCY)
@@ -280,5 +283,5 @@ def _wire(p: Page, h: Handlers) -> None:
     p.method.change(h.method_changed, inputs=[p.method, p.model, p.draft, p.gamma, p.controller],
                     outputs=[p.banner, p.draft, p.controller, p.gamma, p.status, *p.options.boxes.values()], **quiet)
     p.pair_btn.click(h.use_pair, outputs=[p.model, p.method, p.draft, p.gamma, p.status], **quiet)
-    p.upload.upload(h.upload, inputs=[p.upload, *theory_inputs], outputs=p.everything(), **quiet)
+    p.upload.upload(h.upload, inputs=[p.upload, *theory_inputs], outputs=[*p.everything(), p.trace_note], **quiet)
     gr.api(gated(h.api_decode), api_name="decode", concurrency_limit=DECODE_CONCURRENCY, concurrency_id="decode")

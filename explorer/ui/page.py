@@ -55,6 +55,7 @@ class Page:
     theory: gr.Plot
     download: gr.DownloadButton
     upload: gr.UploadButton
+    trace_note: gr.Markdown  # what an upload loaded, or why not, on the Traces tab where it was made
     trace_state: gr.State
     playing: gr.State
     view_slots: list[ViewSlot]

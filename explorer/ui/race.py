@@ -68,7 +68,7 @@ def wire_race(page: Page, section: RaceSection, compare: CompareView, concurrenc
         try:
             options = decode_options("ar", None, 4, None, values[page.temperature], values[page.top_k],
                                      values[page.top_p], values[page.max_new_tokens], values[page.seed])
-            yield {section.view: "<div class='race'><div class='race-clock'>⏳ Loading the models of every "
+            yield {section.view: "<div class='race'><div class='race-clock'>◷ Loading the models of every "
                                  "lane…</div></div>", section.download: gr.DownloadButton(interactive=False)}
             keywords = {"temperature": options["temperature"], "top_k": options["top_k"], "top_p": options["top_p"],
                         "max_new_tokens": options["max_new_tokens"], "seed": options["seed"],
@@ -76,7 +76,7 @@ def wire_race(page: Page, section: RaceSection, compare: CompareView, concurrenc
             systems = [values[d] for d in section.lanes]
             hardware = values.get(page.hardware)
             if zerogpu.use_gpu(hardware):  # the whole race in one GPU call, drawn when it ends
-                yield {section.view: "<div class='race'><div class='race-clock'>⏳ Racing on a ZeroGPU GPU (the whole "
+                yield {section.view: "<div class='race'><div class='race-clock'>◷ Racing on a ZeroGPU GPU (the whole "
                                      "race in one call; it is drawn when it ends)…</div></div>"}
                 result = zerogpu.race_run(values[page.model], values[page.prompt], systems, keywords,
                                           HISTORY.export(keywords["session"]))

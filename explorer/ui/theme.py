@@ -31,7 +31,12 @@ PAGE_CSS = """
 @media (max-width: 480px) {  /* figures on a phone (fit_figures.js lays them out): no mode bar over their text */
   .modebar-container { display: none !important; }
   table { display: block; overflow-x: auto; }  /* a wide table scrolls inside its box */
+  /* a dropdown takes its row's whole width: its value (prompt-lookup:3, speculative:prompt-lookup:3) shows whole
+     instead of running under its arrow in half a row (#42) */
+  #tabs .block:has(> .container > .wrap input[role="combobox"]) { min-width: 100% !important; flex-basis: 100% !important; }
 }
+/* whatever the width, a dropdown's text stops before its arrow */
+#tabs .wrap-inner input[role="combobox"] { padding-right: 22px; text-overflow: ellipsis; }
 /* method views framed like every other block: a thin light border, not the theme's heavy group frame */
 .method-view { border: 1px solid #e5e7eb !important; border-radius: 8px !important; box-shadow: none !important; }
 .method-view .block { border-width: 0 !important; box-shadow: none !important; }  /* the view's own block drew it, 3 px dark */

@@ -31,7 +31,7 @@ def greedy_audit_text(trace, baseline, audit) -> str:
     if dtype != "float32":  # the baseline ran in the run's dtype: lossless is against that model
         kind += f"; plain decoding ran in {safe_markdown(dtype)} too"
     if audit.diverges_at is None:
-        verdict = "✅ identical" if not lossy else "identical (this time)"
+        verdict = "✓ identical" if not lossy else "identical (this time)"
         return (f"**Lossless audit.** {verdict}: all {audit.compared} tokens equal plain decoding's "
                 f"({safe_markdown(trace.method)} is {kind}).")
     at = audit.diverges_at

@@ -42,6 +42,12 @@ GUIDE_CSS = """
 .guide table { border-collapse: collapse; margin-top: 4px; }
 .guide td, .guide th { padding: 2px 12px 2px 0; text-align: left; white-space: nowrap; font-size: 13px;
   border: none; border-bottom: 1px solid #e5e7eb; background: none; }
+/* the test's words wrap and a long token is cut (whole in steps 1 and 2 above), so the verdict beside them stays
+   in view on a phone (it was cut off at 390 px, #42) */
+.guide td:nth-child(3) { white-space: normal; min-width: 6em; }
+.guide td .guide-chip { max-width: 7em; overflow: hidden; text-overflow: ellipsis; vertical-align: bottom; }
+.guide table { display: table; width: 100%; }
+@media (max-width: 480px) { .guide td, .guide th { padding-right: 6px; } }
 .guide .verdict-accepted { color: #15803d; font-weight: 600; }
 .guide .verdict-rejected { color: #b91c1c; font-weight: 600; }
 .guide .verdict-discarded { color: #6b7280; }
@@ -63,7 +69,7 @@ def guided_round_html(trace, round_index: int, step: int = len(STEPS)) -> str:
         body = _card("This round had no draft", True,
                      "The drafter proposed nothing here (or the method ran the target alone), so the target produced "
                      f"one token, {_chip(trace, r.emitted[0]) if r.emitted else ''}, like plain decoding. Pick a round "
-                     "with drafts in the Watch tab (<b>Next refusal ⏭</b> jumps to one).")
+                     "with drafts in the Watch tab (<b>Next refusal »</b> jumps to one).")
         return f"<div class='guide' data-step='{step}' data-round='{r.index}'>{head}{body}</div>"
     cards = [_draft(trace, r), _verify(trace, r), _accept(trace, r), _finish(trace, r)]
     body = "".join(_card(f"{i + 1} · {STEPS[i]}", i + 1 == step, cards[i]) for i in range(step))

@@ -25,8 +25,10 @@ def run_summary(trace, baseline=None) -> str:
     if s.drafted:
         tested = sum(r.tested for r in trace.rounds)
         # α̂ (in symbols) is accepted ÷ tested: say where the two counts part, or a reader sees 8/28 ≠ 0.36
-        untested = (f" ({s.drafted - tested} came after a refused one in their round and were discarded "
-                    f"untested: {s.accepted} of {tested} tested)") if 0 < tested < s.drafted else ""
+        gone = s.drafted - tested
+        untested = (f" ({gone} came after a refused one in {'its' if gone == 1 else 'their'} round and "
+                    f"{'was' if gone == 1 else 'were'} discarded untested: {s.accepted} of {tested} tested)"
+                    ) if 0 < tested < s.drafted else ""
         plain.append(f"{s.accepted} of {s.drafted} drafted tokens accepted{untested}")
     if s.tokens_per_target_forward:
         plain.append(f"{s.tokens_per_target_forward:.2f} tokens per target pass")

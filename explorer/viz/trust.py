@@ -50,14 +50,14 @@ def speedup_doubt(trace, baseline) -> Doubt | None:
     if pace_change(*paces) > PACE_TOLERANCE:
         quick, slow = pace_range(*paces)
         return Doubt(
-            "the machine was busy during this run, so the ratio is unreliable; the race in Compare measures fairly",
+            "the machine was busy during this run; the race in Compare measures fairly",
             f"The machine was busy during this run: its pace changed while this run and plain decoding ran (a fixed "
             f"test took {quick:.1f} ms at the quickest and {slow:.1f} ms at the slowest, {slow / quick:.1f}×), so "
             f"their ratio is unreliable and is not shown — {RACE}.")
     bound = trace.summary.tokens_per_target_forward
     if not trace.settings.lossy and bound and ratio > bound * NOISE:
         return Doubt(
-            "faster than this run can be, so the two were not timed alike; the race in Compare measures fairly",
+            "faster than this run can be: the two were not timed alike; the race in Compare measures fairly",
             f"The two runs were not timed alike: with {bound:.2f} tokens per target pass, and a pass costing at least "
             "one plain step, this run cannot beat plain decoding by more than that, yet their clocks say it did "
             f"(another process, or this machine's own noise, slowed plain decoding) — {RACE}.")
