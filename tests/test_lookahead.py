@@ -154,3 +154,35 @@ def test_greedy_lookahead_equals_ar_on_the_default_model(default_model):
         run = explorer.decode(default_model, prompt, method="lookahead", max_new_tokens=48, **shape)
         assert run.output_ids == ar.output_ids and run.summary.accepted > 0
     assert "Jacobi window of 3 × 3 guesses" in run.draft_about
+
+
+def test_a_round_with_more_nodes_than_its_guesses_hold_is_refused():
+    """Issue 40, item 3: a round verifies the trie of at most G guesses of N − 1 tokens (32 nodes at the options'
+    largest), but the trace checks let a forged round hold 1 024 nodes (a 1.19 M-cell mask figure)."""
+    from explorer.tools.soak_adversarial import LOOKAHEAD_MOST_NODES, OVERSIZED_NODES, lookahead_text
+
+    explorer.load_trace(lookahead_text(LOOKAHEAD_MOST_NODES))  # the largest a run can write still loads
+    with pytest.raises(explorer.TraceFormatError, match="guess") as err:
+        explorer.load_trace(lookahead_text(OVERSIZED_NODES))
+    assert "\n" not in str(err.value) and len(str(err.value)) < 300
+
+
+def test_the_mask_view_draws_at_most_the_shared_cap_of_rows():
+    """The mask is capped as BiTA's is (the same constant), whatever a trace built in-process holds."""
+    import dataclasses
+
+    from explorer.tools.soak_adversarial import LOOKAHEAD_MOST_NODES, OVERSIZED_NODES, lookahead_text
+    from explorer.viz.views import MAX_MASK_DRAWN
+    from explorer.viz.views.lookahead import mask_figure
+
+    legal = explorer.load_trace(lookahead_text(LOOKAHEAD_MOST_NODES))
+    index = next(i for i, r in enumerate(legal.rounds) if r.tree and len(r.tree["nodes"]) == LOOKAHEAD_MOST_NODES)
+    rows = len(mask_figure(legal, index).data[0].z)
+    assert rows == 1 + LOOKAHEAD_MOST_NODES + 4 * 16  # all of the largest legal round
+    big = json.loads(lookahead_text(OVERSIZED_NODES))["rounds"][index]["tree"]
+    rounds = list(legal.rounds)
+    rounds[index] = dataclasses.replace(rounds[index], tree=big)
+    fig = mask_figure(dataclasses.replace(legal, rounds=tuple(rounds)), index)
+    z = fig.data[0].z
+    assert len(z) == MAX_MASK_DRAWN and all(len(row) == MAX_MASK_DRAWN for row in z)
+    assert f"first {MAX_MASK_DRAWN}" in fig.layout.title.text and len(fig.to_json()) < 8 * 2**20

@@ -428,3 +428,52 @@ def test_a_report_depth_bomb_is_refused_in_one_line():
     with pytest.raises(ExplorerError, match=f"deeper than {limits.MAX_JSON_DEPTH}") as err:
         load_bench_report('{"rows": ' + "[" * 10_000 + "]" * 10_000 + "}")
     one_line(str(err.value))
+
+
+# -- the widest tree a round may hold, for every method that draws trees (issue 40, item 3) ------------------
+
+
+def widest(trace, nodes: int) -> tuple[str, int]:
+    """``trace`` with its first tree round grown to ``nodes`` inputs (its own, then leaves beside them under the
+    context, each seeing itself): the most the common tree checks allow is ``MAX_TREE_POSITIONS``."""
+    data = json.loads(trace.to_json())
+    r = next(r for r in data["rounds"] if r.get("tree") and r["tree"]["nodes"])
+    tree = r["tree"]
+    had, width = len(tree["nodes"]), len(tree["positions"])
+    extra = nodes - width
+    tree["nodes"] += [{"token": 5, "parent": -1, "depth": 1, "rank": had + i, "accepted": False, "q": 0.001}
+                      for i in range(extra)]
+    tree["positions"] += [{"kind": "node", "node": had + i, "slot": 0, "offset": 1} for i in range(extra)]
+    tree["attention"] = ([row + "0" * extra for row in tree["attention"]]
+                         + ["0" * (width + i) + "1" + "0" * (extra - i - 1) for i in range(extra)])
+    tree["sees_prompt"] += [True] * extra
+    return json.dumps(data), r["index"]
+
+
+TREE_RUNS = {
+    "bita": lambda: explorer.load_trace(json.dumps(saved("bita"))),
+    "suffix": lambda: explorer.decode("tiny-random:1", "hello there hello there hello", method="suffix",
+                                      max_new_tokens=16, session="widest"),
+    "eagle-tree": lambda: explorer.decode("tiny-random:1", "hello there", method="eagle-tree", eagle_head="untrained",
+                                          eagle_size="paper", eagle_tokens=8, max_new_tokens=16),
+    "lookahead": lambda: explorer.decode("tiny-random:1", "hello there hello there hello", method="lookahead",
+                                         lookahead_window=16, lookahead_ngram=5, lookahead_guesses=8, max_new_tokens=16),
+}
+VIEW_BYTES = 2 * 2**20  # what one view of one round may send the page (BiTA's capped mask: 0.9 MB)
+
+
+@pytest.mark.parametrize("method", list(TREE_RUNS))
+def test_the_widest_tree_a_round_may_hold_is_refused_or_draws_small(method):
+    text, index = widest(TREE_RUNS[method](), limits.MAX_TREE_POSITIONS)
+    try:
+        trace = explorer.load_trace(text)
+    except ExplorerError as err:  # a method whose options cannot produce such a tree refuses it on load
+        assert method == "lookahead", one_line(str(err))
+        return
+    assert method != "lookahead"
+    for view in viz.views_for(trace):
+        start = time.perf_counter()
+        drawn = view.render(trace, index)
+        sent = drawn.to_json() if view.kind == "plot" else drawn
+        seconds = time.perf_counter() - start
+        assert len(sent) < VIEW_BYTES and seconds < 5, (view.name, len(sent), seconds)

@@ -139,7 +139,44 @@ def worst_trace_texts() -> list[tuple[str, str]]:
                      sees_prompt=[True] * n, accepted_path=[], next_group=-1)
     r.update(n_accepted=0, drafted=[], q_drafted=[], p_drafted=[], uniforms=[], draft_top=[])
     return [(f"beta-ts, γ = 64, {MAX_TRACE_ROUNDS} rounds of 65 θ", many.to_json()),
-            (f"bita, a {n}-input tree", json.dumps(data))]
+            (f"bita, a {n}-input tree", json.dumps(data)),
+            (f"lookahead, W = 16, N = 5, G = 8: {LOOKAHEAD_MOST_NODES} guess nodes + a 4 × 16 window",
+             lookahead_text(LOOKAHEAD_MOST_NODES))]
+
+
+LOOKAHEAD_MOST_NODES = 32  # G·(N − 1) at the options' largest: what a round can verify
+OVERSIZED_NODES = 1024  # what the trace checks allowed a lookahead round before issue 40 (BiTA's bound)
+
+
+def lookahead_text(nodes: int) -> str:
+    """A lookahead trace from a real tiny run at the largest options (W = 16, N = 5, G = 8) whose first tree round
+    holds ``nodes`` guess nodes (the run's own, then more beside them) and a full 4 × 16 window, with 8 guesses
+    of 4 tokens. At 32 nodes it is the largest legal round; at 1 024 (3.5 MB) it made the mask view a 1.19 M-cell
+    figure before issue 40, and the trace checks now refuse it."""
+    import explorer
+
+    run = explorer.decode("tiny-random:1", "hello there hello there hello", method="lookahead", lookahead_window=16,
+                          lookahead_ngram=5, lookahead_guesses=8, max_new_tokens=24)
+    data = json.loads(run.to_json())
+    r = next(r for r in data["rounds"] if r.get("tree") and r["tree"]["nodes"])
+    d, tree = r["detail"], r["tree"]
+    guesses = (d["guesses"] + [[5, 6, 7, 8]] * 8)[:8]
+    d.update(levels=[[5 + i] * 16 for i in range(4)], outputs=[9] * 16, guesses=[(g + [5] * 4)[:4] for g in guesses],
+             sources=(d["sources"] + ["window"] * 8)[:8], followed=(d["followed"] + [0] * 8)[:8])
+    had, width = len(tree["nodes"]), len(tree["positions"])
+    extra = nodes - had
+    tree["nodes"] += [{"token": 5, "parent": -1, "depth": 1, "rank": had + i, "accepted": False, "q": 0.001}
+                      for i in range(extra)]
+    tree["positions"] += [{"kind": "node", "node": had + i, "slot": 0, "offset": 1} for i in range(extra)]
+    tree["attention"] = ([row + "0" * extra for row in tree["attention"]]
+                         + ["0" * (width + i) + "1" + "0" * (extra - i - 1) for i in range(extra)])
+    tree["sees_prompt"] += [True] * extra
+    return json.dumps(data)
+
+
+def oversized_trace_texts() -> list[tuple[str, str]]:
+    """(name, JSON) of traces past what their method can write, each to be refused in one line on load."""
+    return [(f"lookahead, {OVERSIZED_NODES} guess nodes in a round", lookahead_text(OVERSIZED_NODES))]
 
 
 def _timed(name: str, text: str, view) -> dict:

@@ -29,7 +29,7 @@ from .baseline import BASELINES, baseline_stream
 from .inputs import decode_options, precision
 from . import jobs, trace_files, zerogpu
 from .trace_files import write_trace_file
-from .session import RUNS, STOPS, history_session, session_id
+from .session import RUNS, STOPS, history_session, release_state, session_id
 from .views import slot_updates
 
 if TYPE_CHECKING:
@@ -492,11 +492,12 @@ def audit_words(trace, baseline) -> str:
 
 
 def forget_session(request: gr.Request) -> None:
-    """The page was closed: its jobs stop at their next check, its runs and trace files go."""
+    """The page was closed: its jobs stop at their next check, its runs, trace files and Gradio state go."""
     session = session_id(request)
     jobs.close(session)
     RUNS.forget(session)
     trace_files.forget_files(session)
+    release_state(request)
 
 
 def _slider(n_rounds: int, value: int | None = None) -> gr.Slider:

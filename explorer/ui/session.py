@@ -73,6 +73,24 @@ def history_session(request, api: bool = False) -> str | None:
     return f"{History.API_PREFIX}{session_hash}" if api else session_hash
 
 
+# What Gradio (6.31, state_holder.py) keeps for a page once it is closed, measured (issue 40): every gr.State value
+# (the current trace) for an hour (STATE_TTL_WHEN_CLOSED, whatever gr.State(time_to_live) says), and the last value
+# of every output component (figures, HTML: the session's config, kept for deep links) until 10 000 newer sessions
+# push it out. Three pages that had drawn a forged lookahead round kept 75 MB each of it 15 s after closing.
+def release_state(request) -> None:
+    """Drop Gradio's state of a page that was closed (its ``demo.unload``): its gr.State values and its outputs'
+    last values. The app already forgets a closed page's runs, trace files and jobs at this moment; a page whose
+    connection dropped and came back finds its state empty, as it finds its runs."""
+    session_hash = getattr(request, "session_hash", None)
+    holder = getattr(getattr(getattr(request, "request", None), "app", None), "state_holder", None)
+    if not session_hash or holder is None or session_hash not in getattr(holder, "session_data", {}):
+        return
+    holder.delete_state(session_hash)  # Gradio's own: each gr.State's delete_callback, then its value
+    with holder.lock:
+        holder.session_data.pop(session_hash, None)
+        holder.time_last_used.pop(session_hash, None)
+
+
 STOPS = StopRequests()
 
 

@@ -72,8 +72,18 @@ DETAIL = Record({
 
 
 def check_round(data: dict, path: str) -> None:
-    """A window's levels are equally wide, and each guess has its source and its count of tokens followed."""
+    """A window's levels are equally wide, each guess has its source and its count of tokens followed, and the
+    verification tree is the guesses merged as a trie (``window.trie``): no more nodes than the guesses hold tokens,
+    at most G·(N − 1) = 32 at the options' largest. The common tree checks allow BiTA's 1 024 inputs: a forged
+    lookahead round of 1 024 nodes made its mask view a 1.19 M-cell figure (issue 40)."""
     d = data.get("detail", {})
+    tree = data.get("tree") or {}
+    most = sum(len(guess) for guess in d.get("guesses", ()))
+    for key in ("nodes", "positions"):  # their kinds are checked after this (the common tree checks)
+        if isinstance(tree.get(key), list) and len(tree[key]) > most:
+            raise ExplorerError(f"{path}.tree has {len(tree[key])} {key}; the round's guesses hold {most} tokens, and "
+                                "its tree merges them (a lookahead round verifies at most "
+                                f"{MAX_GUESSES * (MAX_NGRAM - 1)} guess nodes)")
     widths = {len(level) for level in d.get("levels", ())} | ({len(d["outputs"])} if d.get("levels") else set())
     if len(widths) > 1:
         raise ExplorerError(f"{path}.detail: the window's levels and outputs must be equally wide")

@@ -83,6 +83,9 @@ def note_for(method: str) -> MethodNote | None:
 
 
 MAX_ROUNDS_DRAWN = 256  # bars or columns a per-round panel draws at most
+# rows and columns an attention-mask view draws at most (BiTA's table, lookahead's heatmap): a legal 1 024-input
+# BiTA tree made a 1.3 M-cell table, a forged 1 024-node lookahead round a 1.19 M-cell figure (68 MB of JSON)
+MAX_MASK_DRAWN = 160
 
 
 def drawn_rounds(count: int, selected: int, most: int = MAX_ROUNDS_DRAWN) -> tuple[list[int], int]:

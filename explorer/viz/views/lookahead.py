@@ -13,7 +13,7 @@ from ...methods.lookahead.window import visibility
 from ..style import GREY, OKABE_ITO, base_layout, empty_figure
 from ..text import label, plot_label
 from ..tree_list import CSS, tree_rounds_figure
-from . import MethodView, register, register_note
+from . import MAX_MASK_DRAWN, MethodView, register, register_note
 
 LOOKAHEAD_CSS = """
 .la-grid { border-collapse: collapse; margin: 6px 0; font-family: ui-monospace, monospace; font-size: 12px; }
@@ -108,34 +108,38 @@ def mask_figure(trace, round_index: int) -> go.Figure:
     names += [f"step −{len(levels) - l} +{j + 1} {plot_label(trace, t)}" for l, level in enumerate(levels)
               for j, t in enumerate(level)]
     n, size = len(nodes), len(names)
-    z = [[0] * size for _ in range(size)]  # (rows, rows): 0 hidden, else the kind of key seen
-    for row in range(size):
+    shown = min(size, MAX_MASK_DRAWN)  # the trace checks allow at most 1 + 32 + 4·16 rows; a trace made in-process
+    names = names[:shown]               # is drawn to the same cap as BiTA's mask
+    z = [[0] * shown for _ in range(shown)]  # (rows, rows): 0 hidden, else the kind of key seen
+    for row in range(shown):
         z[row][0] = 1
-    for i, seen in enumerate(attention[:n]):
-        for j, bit in enumerate(seen[:n]):
+    for i, seen in enumerate(attention[:min(n, shown - 1)]):
+        for j, bit in enumerate(seen[:min(n, shown - 1)]):
             if bit == "1":
                 z[1 + i][1 + j] = 2
-    for a, seen in enumerate(visibility(len(levels), width).tolist()):
-        for b, bit in enumerate(seen):
-            if bit:
-                z[1 + n + a][1 + n + b] = 3
-    hover = [[f"{names[i]} {'sees' if z[i][j] else 'does not see'} {names[j]}" for j in range(size)]
-             for i in range(size)]
+    if 1 + n < shown:
+        for a, seen in enumerate(visibility(len(levels), width).tolist()[:shown - 1 - n]):
+            for b, bit in enumerate(seen[:shown - 1 - n]):
+                if bit:
+                    z[1 + n + a][1 + n + b] = 3
+    hover = [[f"{names[i]} {'sees' if z[i][j] else 'does not see'} {names[j]}" for j in range(shown)]
+             for i in range(shown)]
     colours = ["#ffffff", GREY, OKABE_ITO["green"], OKABE_ITO["orange"]]
     scale = [[k / 4 + e / 4, colours[k]] for k in range(4) for e in (0, 1)]
-    fig = go.Figure(go.Heatmap(z=z, x=list(range(size)), y=list(range(size)), zmin=0, zmax=4, colorscale=scale,
+    fig = go.Figure(go.Heatmap(z=z, x=list(range(shown)), y=list(range(shown)), zmin=0, zmax=4, colorscale=scale,
                                customdata=hover, showscale=False, xgap=1, ygap=1,
                                hovertemplate="%{customdata}<extra></extra>"))
     for k in (1, 2, 3):  # the legend: one entry per kind of key
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=MASK_KINDS[k],
                                  marker={"color": colours[k], "size": 10, "symbol": "square"}))
-    ticks = {"tickmode": "array", "tickvals": list(range(size)), "ticktext": names, "tickfont": {"size": 9}}
+    ticks = {"tickmode": "array", "tickvals": list(range(shown)), "ticktext": names, "tickfont": {"size": 9}}
     fig.update_layout(xaxis={"title": {"text": "key: the input row attended to (same order; hover a cell)"},
                              "showticklabels": False},
                       yaxis={"title": {"text": "query: input row"}, "autorange": "reversed", **ticks,
-                             "showticklabels": size <= 40, "automargin": True})
-    return base_layout(fig, f"Lookahead decoding: round {r.index + 1}'s attention mask ({size} rows in one forward)",
-                       height=min(720, 260 + 14 * size))
+                             "showticklabels": shown <= 40, "automargin": True})
+    part = f"; the first {shown} drawn: a larger figure would stall the page" if shown < size else ""
+    return base_layout(fig, f"Lookahead decoding: round {r.index + 1}'s attention mask ({size} rows in one forward{part})",
+                       height=min(720, 260 + 14 * shown))
 
 
 def rounds_figure(trace, round_index: int):

@@ -20,7 +20,7 @@ import plotly.graph_objects as go
 
 from ..style import FATE_COLOURS, GREY, OKABE_ITO, base_layout, tint
 from ..text import label
-from . import MethodView, register, register_note
+from . import MAX_MASK_DRAWN, MethodView, register, register_note
 
 PROMPT_COLOUR = OKABE_ITO["purple"]  # [P], purple as in the paper's Figure 2
 MASK_COLOUR = OKABE_ITO["orange"]  # [M]
@@ -29,7 +29,6 @@ CANDIDATE_COLOUR = GREY
 ACCEPTED_COLOUR = FATE_COLOURS["accepted"]
 SCROLL_HINT_ROWS = 16  # a mask with more rows than this does not fit its box: say that it scrolls
 MAX_MASK_POSITIONS = 72  # beyond this the mask shows the part around the accepted path (Figure 6)
-MAX_MASK_DRAWN = 160  # rows and columns drawn at most: a legal 1 024-input tree made a 1.3 M-cell table
 CONTEXT_SHOWN = 3  # context columns shown by token; the earlier ones fold into one "…" column
 COL_W, ROW_H, NODE_W, NODE_H = 118, 30, 96, 22
 
