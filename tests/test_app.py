@@ -15,6 +15,8 @@ from conftest_ui import free_port, served_app
 from gradio_client import Client
 
 import explorer
+from explorer.tools import soak_adversarial
+from explorer.tools.soak_adversarial import PRIVATE
 
 ROOT = Path(__file__).resolve().parent.parent
 CONTRACT_IDS = ["prompt", "run", "stop", "round-slider", "tokens", "round-detail", "latency-plot", "theory-plot",
@@ -61,26 +63,11 @@ def test_decode_is_the_one_mcp_tool_with_documented_typed_parameters(served):
     assert trace.method == "speculative" and len(trace.output_ids) == 8
 
 
-SECRET = "patient zed was admitted on monday."  # what caller A asks to repeat (tiny-random's alphabet)
+SECRET = PRIVATE  # what caller A asks to repeat
 
 
-def mcp_decode(url: str, prompt: str) -> "explorer.RunTrace":
-    """One MCP connection of its own (as a separate assistant opens one) calling `decode` with suffix."""
-    import asyncio
-
-    from mcp import ClientSession
-    from mcp.client.streamable_http import streamablehttp_client
-
-    async def call():
-        async with streamablehttp_client(url + "gradio_api/mcp/") as (read, write, _):
-            async with ClientSession(read, write) as session:
-                await session.initialize()
-                tools = await session.list_tools()
-                result = await session.call_tool(tools.tools[0].name, {
-                    "prompt": prompt, "method": "suffix", "draft": "", "max_new_tokens": 24, "model": "tiny-random:52"})
-                return [c.text for c in result.content if getattr(c, "text", None)]
-
-    return explorer.load_trace(asyncio.run(call())[-1])
+def mcp_decode(url: str, prompt: str):
+    return soak_adversarial.mcp_decode(url, prompt, "tiny-random:52")
 
 
 def test_two_mcp_callers_never_see_each_others_text(served):

@@ -68,7 +68,9 @@ def test_percentile_is_nearest_rank():
 
 def test_the_adversarial_soak_cancels_uploads_and_reads_the_worst_traces(monkeypatch, capsys, tmp_path):
     """Issue 28's probe as a run: every cancelled job idles the server within 2 s, the upload folder ends
-    within its budget, the worst legal traces read and draw (one pass, a few uploads, here)."""
+    within its budget, the worst legal traces read and draw (one pass, a few uploads, here); and issue 40's: the
+    oversized lookahead trace is refused, What if's ReDoS input answers in milliseconds, and a second MCP caller
+    drafts nothing from the first's output while an API client does from its own."""
     import json
 
     from explorer.cli import main
@@ -80,5 +82,11 @@ def test_the_adversarial_soak_cancels_uploads_and_reads_the_worst_traces(monkeyp
     assert main(["soak", "--adversarial", "--out", str(out)]) == 0
     report = json.loads(out.read_text())
     assert all(row["running_when_cancelled"] and row["idle_after_s"] <= 2 for row in report["cancels"])
-    assert report["uploads"]["accepted"] == 2 and len(report["worst_traces"]) == 2
+    assert report["uploads"]["accepted"] == 2 and len(report["worst_traces"]) == 3
+    assert all(row["view_mb"] < 2 for row in report["worst_traces"])
+    assert all(row["refused"] and row["seconds"] < 5 for row in report["refused_traces"])  # issue 40's probes
+    assert all(row["cpu_s"] < 1 and row["answer"] != "read" for row in report["redos"])
+    private = report["mcp_privacy"]
+    assert private["same_output"] and private["control_api_client_history_rounds"] > 0
+    assert private["second_caller_history_rounds"] == private["second_caller_rounds_showing_the_firsts_text"] == 0
     assert "adversarial soak" in capsys.readouterr().out

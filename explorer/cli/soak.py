@@ -26,8 +26,10 @@ def add_parser(sub) -> None:
     soak.add_argument("--out", help="also write the full report (every job, the RSS series) as JSON to this file")
     soak.add_argument("--adversarial", action="store_true",
                       help="instead: cancel long decodes (beam, speculative, ar) while they compute, upload files at "
-                           "the size cap past the disk budget, read and draw the worst legal traces; reports CPU idle "
-                           "time after each cancel, disk and RSS (default model here: tiny-random:1:16)")
+                           "the size cap past the disk budget, read and draw the worst legal traces, refuse an "
+                           "oversized one, time What if's worst log line and check that two MCP callers never see "
+                           "each other's text; reports CPU idle time after each cancel, disk and RSS (default model "
+                           "here: tiny-random:1:16)")
     soak.set_defaults(handler=handle)
 
 
@@ -46,6 +48,11 @@ def handle(args) -> int:
         print(soak_adversarial.summary(report))
         bad = [row for row in report["cancels"] if row["idle_after_s"] is None or row["idle_after_s"] > 2
                or row["most_computing"] > row["slots"]]
+        bad += [row for row in report["refused_traces"] if not row["refused"]]
+        bad += [row for row in report["redos"] if row["cpu_s"] > 1]
+        private = report["mcp_privacy"]
+        bad += [private] if private.get("second_caller_history_rounds") or private.get(
+            "second_caller_rounds_showing_the_firsts_text") else []
         return 1 if bad or report["uploads"]["folder_mb_after_trim"] > report["uploads"]["budget_mb"] else 0
     soak.check_args(args.clients, args.runs, args.max_new_tokens, args.cancel_every, args.seed)
     report = soak.run(clients=args.clients, runs=args.runs, max_new_tokens=args.max_new_tokens, model=args.model,

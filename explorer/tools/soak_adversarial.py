@@ -10,9 +10,14 @@ An operator's tool (``explorer.tools``), like the soak test it builds on; the ap
 2. **Uploads at the limit**: ``UPLOADS`` files of the upload cap posted to Gradio's ``/gradio_api/upload``
    (more than the disk budget together), then the upload folder's bytes once the trimmer has run.
 3. **Worst-case legal traces**: a Thompson-sampling trace of ``MAX_TRACE_ROUNDS`` rounds with a θ per draft
-   step and a BiTA round with a 1 000-input tree: bytes, seconds to read and check, and seconds to draw a
-   step of the heaviest view (server side).
-4. Resident memory and the upload folder's bytes before and after.
+   step, a BiTA round with a 1 000-input tree and a lookahead round at its largest options: bytes, seconds to
+   read and check, and seconds to draw a step of the heaviest view (server side); and a lookahead round of
+   1 024 nodes (more than its options can produce), which must be refused in one line.
+4. **Issue 40's probes**: What if's worst log line for the old vLLM pattern (2 000 spaces then ``x``: 10 s
+   before) and 4 MB of it, in CPU seconds; two MCP connections asking ``decode`` (``suffix``) to continue the
+   same sentence, the second of which must draft nothing from the first's output nor see it in ``matched``
+   (with, as a control, one API client asking twice, which drafts from its own first output).
+5. Resident memory and the upload folder's bytes before and after.
 
 Bounded by construction (a handful of jobs and uploads) and loopback only, like the soak test.
 """
@@ -102,14 +107,113 @@ def _folder_bytes(folder) -> int:
 
 def worst_traces(progress) -> list[dict]:
     """The worst legal traces read and checked, then one step of the heaviest view (server side)."""
+    from ..viz.views.lookahead import mask_figure
     from ..viz.views.tree import tree_html
     from ..viz.views.ts import posterior_figure
 
-    rows = [_timed(name, text, view) for (name, text), view in zip(worst_trace_texts(), (posterior_figure, tree_html))]
+    views = (posterior_figure, tree_html, mask_figure)
+    rows = [_timed(name, text, view) for (name, text), view in zip(worst_trace_texts(), views, strict=True)]
     for row in rows:
         progress(f"{row['trace']}: {row['mb']} MB, read + check {row['read_s']} s, a step of its view "
-                 f"{row['step_s']} s")
+                 f"{row['step_s']} s ({row['view_mb']} MB)")
     return rows
+
+
+def refused_traces(progress) -> list[dict]:
+    """The traces past what their method can write: each must be refused in one line, quickly."""
+    import explorer
+
+    rows = []
+    for name, text in oversized_trace_texts():
+        start = time.perf_counter()
+        try:
+            explorer.load_trace(text)
+            answer = None
+        except explorer.ExplorerError as err:
+            answer = str(err)
+        rows.append({"trace": name, "mb": round(len(text) / 2**20, 1), "seconds": round(time.perf_counter() - start, 2),
+                     "refused": answer})
+        progress(f"{name}: {rows[-1]['mb']} MB, " + (f"refused in {rows[-1]['seconds']} s: {answer}" if answer else
+                                                     "ACCEPTED"))
+    return rows
+
+
+REDOS_HEAD = ("SpecDecoding metrics: Mean acceptance length: 2.00, Accepted: 10 tokens, Drafted: 40 tokens, "
+              "Per-position acceptance rate:")
+
+
+def redos(progress) -> list[dict]:
+    """What if's reader on the inputs that made the old vLLM log pattern backtrack: CPU seconds and its answer."""
+    from .. import whatif
+    from ..errors import ExplorerError
+
+    inputs = (("2 000 spaces then x (10 s before issue 40)", REDOS_HEAD + " " * 2000 + "x"),
+              ("4 MB of spaces then x", REDOS_HEAD + " " * (whatif.MAX_METRICS_BYTES - len(REDOS_HEAD) - 1) + "x"))
+    rows = []
+    for name, text in inputs:
+        start = time.process_time()
+        try:
+            whatif.read(text)
+            answer = "read"
+        except ExplorerError as err:
+            answer = str(err)
+        rows.append({"input": name, "cpu_s": round(time.process_time() - start, 4), "answer": answer})
+        progress(f"What if, {name}: {rows[-1]['cpu_s']} CPU s: {answer}")
+    return rows
+
+
+PRIVATE = "patient zed was admitted on monday."  # what the first caller asks to repeat (tiny-random's alphabet)
+
+
+def mcp_decode(url: str, prompt: str, model: str, max_new_tokens: int = 24):
+    """One MCP connection of its own (as a separate assistant opens one) calling ``decode`` with ``suffix``."""
+    import asyncio
+
+    import explorer
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamablehttp_client
+
+    async def call():
+        async with streamablehttp_client(url + "gradio_api/mcp/") as (read, write, _):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                tools = await session.list_tools()
+                result = await session.call_tool(tools.tools[0].name, {
+                    "prompt": prompt, "method": "suffix", "draft": "", "max_new_tokens": max_new_tokens,
+                    "model": model})
+                return [c.text for c in result.content if getattr(c, "text", None)]
+
+    return explorer.load_trace(asyncio.run(call())[-1])
+
+
+def mcp_privacy(url: str, model: str, progress) -> dict:
+    """Two MCP connections continue the same sentence with ``suffix``: the second's rounds drafted from the
+    history corpus, and its ``matched`` runs that are part of the first's output (both must be 0); the control,
+    one API client asking twice, must draft from its own first output."""
+    import importlib.util
+
+    import explorer
+    from gradio_client import Client
+
+    if importlib.util.find_spec("mcp") is None:
+        progress("MCP privacy: skipped (the mcp package, gradio[mcp], is not installed)")
+        return {"skipped": "the mcp package is not installed"}
+    first, second = mcp_decode(url, PRIVATE, model), mcp_decode(url, PRIVATE, model)
+    answer = list(first.output_ids)
+    leaked = sum(1 for r in second.rounds if len(r.detail.get("matched", ())) > 4 and any(
+        answer[i:i + len(r.detail["matched"])] == list(r.detail["matched"]) for i in range(len(answer)))
+        and r.detail.get("source") == "history")
+    client = Client(url, verbose=False, download_files=False)
+    runs = [explorer.load_trace(client.predict(PRIVATE, "suffix", "", 4, 0.0, 24, 0, model, api_name="/decode"))
+            for _ in range(2)]
+    row = {"same_output": first.output_ids == second.output_ids,
+           "second_caller_history_rounds": sum(r.detail.get("source") == "history" for r in second.rounds),
+           "second_caller_rounds_showing_the_firsts_text": leaked,
+           "control_api_client_history_rounds": sum(r.detail.get("source") == "history" for r in runs[1].rounds)}
+    progress(f"MCP privacy: the second MCP caller drafted {row['second_caller_history_rounds']} rounds from history "
+             f"({leaked} showing the first's text); control, one API client twice: "
+             f"{row['control_api_client_history_rounds']} rounds from its own history")
+    return row
 
 
 def worst_trace_texts() -> list[tuple[str, str]]:
@@ -187,9 +291,11 @@ def _timed(name: str, text: str, view) -> dict:
     read = time.perf_counter() - start
     index = next((i for i, r in enumerate(trace.rounds) if r.tree and len(r.tree["nodes"]) > 100), 0)
     start = time.perf_counter()
-    view(trace, index)
+    drawn = view(trace, index)
+    sent = drawn if isinstance(drawn, str) else drawn.to_json()
     step = time.perf_counter() - start
-    return {"trace": name, "mb": round(len(text) / 2**20, 1), "read_s": round(read, 2), "step_s": round(step, 2)}
+    return {"trace": name, "mb": round(len(text) / 2**20, 1), "read_s": round(read, 2), "step_s": round(step, 2),
+            "view_mb": round(len(sent) / 2**20, 2)}
 
 
 def run(model: str = "tiny-random:1", host: str = "127.0.0.1", progress=None) -> dict:
@@ -216,9 +322,11 @@ def run(model: str = "tiny-random:1", host: str = "127.0.0.1", progress=None) ->
             gc.collect()
             rss.append(soak._round(soak.rss_mb()))
         disk_after = _folder_bytes(disk.gradio_folder())
+        private = mcp_privacy(url, model, progress)
     worst = worst_traces(progress)
     return {
-        "cancels": cancelled, "uploads": uploaded, "worst_traces": worst,
+        "cancels": cancelled, "uploads": uploaded, "worst_traces": worst, "refused_traces": refused_traces(progress),
+        "redos": redos(progress), "mcp_privacy": private,
         "rss_mb_after_each_pass": rss,
         "upload_folder_mb_before": round(disk_before / 2**20, 1), "upload_folder_mb_after": round(disk_after / 2**20, 1),
         "wall_s": round(time.perf_counter() - started, 1), "model": model,
@@ -234,7 +342,19 @@ def summary(report: dict) -> str:
     lines.append(f"  {u['accepted']}/{u['uploads']} uploads of {u['each_mb']} MB: folder {u['folder_mb_peak']} MB at "
                  f"peak, {u['folder_mb_after_trim']} MB after the trimmer (budget {u['budget_mb']} MB)")
     for row in report["worst_traces"]:
-        lines.append(f"  {row['trace']}: {row['mb']} MB, read {row['read_s']} s, view step {row['step_s']} s")
+        lines.append(f"  {row['trace']}: {row['mb']} MB, read {row['read_s']} s, view step {row['step_s']} s "
+                     f"({row['view_mb']} MB)")
+    for row in report["refused_traces"]:
+        lines.append(f"  {row['trace']}: {row['mb']} MB, " + (f"refused in {row['seconds']} s" if row["refused"] else
+                                                               "ACCEPTED (it must be refused)"))
+    for row in report["redos"]:
+        lines.append(f"  What if, {row['input']}: {row['cpu_s']} CPU s")
+    m = report["mcp_privacy"]
+    lines.append("  MCP privacy: " + (m["skipped"] if "skipped" in m else
+                                      f"the second caller drafted {m['second_caller_history_rounds']} rounds from "
+                                      f"history, {m['second_caller_rounds_showing_the_firsts_text']} showing the "
+                                      f"first's text (control: {m['control_api_client_history_rounds']} from an API "
+                                      "client's own)"))
     lines.append("  warm server, then after each pass of cancels and uploads: RSS "
                  + " → ".join(f"{x} MB" for x in report["rss_mb_after_each_pass"])
                  + f"; upload folder {report['upload_folder_mb_before']} → {report['upload_folder_mb_after']} MB")
