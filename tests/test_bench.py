@@ -69,7 +69,7 @@ def test_a_report_with_part_of_the_meta_says_no_question_marks():
 
     row = {"system": "speculative:prompt-lookup:3", "tokens_per_s": 10.0, "speedup_vs_ar": 1.2}
     table = bench.markdown({"rows": [row], "meta": {"model": "default", "prompts": 1, "repeats": 1}})
-    assert "?" not in table and table.splitlines()[-1] == "default, 1 prompts × 1 repeats."
+    assert "?" not in table and table.splitlines()[-1] == "default, 1 prompt × 1 repeat."
 
 
 def test_a_reports_machine_is_shown_escaped_and_a_bad_one_refused():

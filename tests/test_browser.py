@@ -273,7 +273,7 @@ def test_a_race_runs_live_and_lands_in_compare(page):
     expect(page.locator("#race .race-lane.done")).to_have_count(2)
     # the race's numbers are now the Compare view's report, and a file
     expect(page.locator("#compare-table")).to_contain_text("speculative:prompt-lookup:3")
-    expect(page.locator("#compare-plot")).to_contain_text("1 prompts × 1 repeats")
+    expect(page.locator("#compare-plot")).to_contain_text("1 prompt × 1 repeat")
     with page.expect_download() as info:
         page.click("#race-download")
     report = json.loads(Path(info.value.path()).read_text())

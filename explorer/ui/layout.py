@@ -133,12 +133,14 @@ def build_demo() -> gr.Blocks:
                         with gr.Row():
                             draft = gr.Dropdown(draft_examples(), value=first.draft, label="Drafter", allow_custom_value=True,
                                                 info=" · ".join(kind.form for kind in KINDS.values()), elem_id="draft")
-                            # a dropdown, not eight radio buttons: one line until opened
+                            # a dropdown, not eight radio buttons: one line until opened; its info is Markdown, where
+                            # "*-ts, *-priced" showed as italics: the names are written out
                             controller = gr.Dropdown(list(CONTROLLERS), value=DEFAULT_CONTROLLER, label="γ controller",
                                                      info="how γ changes between rounds: fixed · heuristic (+2 after a "
                                                           "full accept, −1 otherwise) · dynamic-gamma (Theorem 3.8's "
-                                                          "best γ at this run's α̂ and c) · cost-aware, *-ts, *-priced "
-                                                          "(draft only what pays here)", elem_id="controller")
+                                                          "best γ at this run's α̂ and c) · cost-aware, beta-ts, cali-ts "
+                                                          "and the -priced ones (draft only what pays here)",
+                                                     elem_id="controller")
                         with gr.Row():
                             # Numbers, not sliders: a slider clamps a typed 100 to its end without a word; a number
                             # reaches the engine, whose limits (explorer/limits.py, the API's and the CLI's too)
