@@ -72,14 +72,17 @@ class PaceLog:
             self.every_s *= 2
 
 
+def mean_pace(run) -> float | None:
+    """A run's mean probe time in ms (its samples lie about a second apart, so this weighs its stretches by their
+    length); None without samples."""
+    samples = [s for s in run or () if s > 0]
+    return sum(samples) / len(samples) if samples else None
+
+
 def pace_change(*runs) -> float:
-    """How far the pace moved over the samples of ``runs`` (sequences of ``pace_ms``): the slowest sample ÷ the
-    quickest (1.0 with fewer than two)."""
-    samples = [s for run in runs for s in run or () if s > 0]
-    return max(samples) / min(samples) if len(samples) >= 2 else 1.0
-
-
-def pace_range(*runs) -> tuple[float, float] | None:
-    """(quickest, slowest) probe in ms over ``runs``; None without samples."""
-    samples = [s for run in runs for s in run or () if s > 0]
-    return (min(samples), max(samples)) if samples else None
+    """How differently the machine ran ``runs`` (each a sequence of ``pace_ms``): the slowest run's mean probe ÷ the
+    quickest's (1.0 where fewer than two runs have samples). Means, not single samples: a run's ratio to another
+    is off by about as much as their mean paces differ, and one busy second in a long run barely moves it, while
+    load over a whole run or half of one does (a ratio of ×21 came from plain decoding timed on a busy machine)."""
+    means = [m for m in map(mean_pace, runs) if m is not None]
+    return max(means) / min(means) if len(means) >= 2 else 1.0

@@ -45,9 +45,9 @@ def test_a_pace_that_changed_prints_no_ratio_and_says_why(lookup, ar):
     assert doubt is not None and viz.measured_speedup(run, base) is None
     text = words_of(run, base)
     assert "measured ×" not in text and "plain steps" not in text and not re.search(r"T\(.*\)/T\(1\) =", text)
-    assert "The machine was busy during this run" in text and "unreliable" in text
+    assert "The machine was busy" in text and "unreliable" in text
     assert "the race (Compare tab) measures fairly" in text
-    assert "1.6 ms at the quickest and 5.2 ms at the slowest" in text
+    assert "1.6 ms on average while this run decoded and 3.9 ms while plain decoding did (2.4× apart" in text
     assert "not comparable" in text  # the baseline's throughput line says it was timed at another pace
     assert "What this run's own clocks say" in text  # what is still true, without plain decoding
 
@@ -85,7 +85,8 @@ def test_the_pace_log_probes_between_rounds_and_stays_within_its_bound(monkeypat
     for _ in range(3 * MAX_PACE_SAMPLES):
         log.take()
     assert len(log.samples) < MAX_PACE_SAMPLES and log.every_s == 0  # thinned, never past the bound
-    assert pace.pace_change([1.0, 2.0], [3.0]) == 3.0 and pace.pace_change([], [2.0]) == 1.0
+    assert pace.pace_change([1.0, 2.0], [3.0]) == 2.0 and pace.pace_change([], [2.0]) == 1.0
+    assert pace.pace_change([1.6] * 9 + [4.8], [1.6] * 10) < pace.PACE_TOLERANCE  # one busy second in ten: fair
 
 
 def test_a_watched_run_keeps_its_pace_in_its_file(tiny_target):

@@ -5,8 +5,8 @@ during them, their tokens/s stop describing the same machine and the ratio is an
 "measured ×21.21 plain decoding" and "T(1.1)/T(1) = 0.05" on a busy 2-core machine (#42), figures no run can
 have. So before any ratio is shown as a fact it must pass two checks:
 
-- the machine's pace held: the fixed test both traces timed as they decoded (``RunTrace.pace_ms``,
-  ``explorer.pace``) moved by no more than ``PACE_TOLERANCE`` across the two runs;
+- the machine ran both alike: the fixed test each trace timed as it decoded (``RunTrace.pace_ms``,
+  ``explorer.pace``) took, on average, no more than ``PACE_TOLERANCE`` times longer in one run than in the other;
 - the ratio is possible: a lossless run emits only tokens a target pass verified, and a pass costs at least a
   plain step, so it cannot beat plain decoding by more than its tokens per target pass (with room for noise);
   and a verification of k tokens costs at least one plain forward and at most about k of them.
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..pace import PACE_TOLERANCE, pace_change, pace_range
+from ..pace import PACE_TOLERANCE, mean_pace, pace_change
 
 NOISE = 1.25  # timing noise a ratio may carry past what is possible before it is called impossible
 VERIFY_NOISE = 0.5  # tokens' worth of room above k for a verification of k tokens (k one-token forwards' cost)
@@ -46,13 +46,13 @@ def speedup_doubt(trace, baseline) -> Doubt | None:
     ratio = raw_speedup(trace, baseline)
     if ratio is None or trace.method == "ar":
         return None
-    paces = (getattr(trace, "pace_ms", ()), getattr(baseline, "pace_ms", ()))
-    if pace_change(*paces) > PACE_TOLERANCE:
-        quick, slow = pace_range(*paces)
+    ours, theirs = getattr(trace, "pace_ms", ()), getattr(baseline, "pace_ms", ())
+    change = pace_change(ours, theirs)
+    if change > PACE_TOLERANCE:
         return Doubt(
-            "the machine was busy during this run; the race in Compare measures fairly",
-            f"The machine was busy during this run: its pace changed while this run and plain decoding ran (a fixed "
-            f"test took {quick:.1f} ms at the quickest and {slow:.1f} ms at the slowest, {slow / quick:.1f}×), so "
+            "the machine was busy while this run or its plain decoding ran; the race in Compare measures fairly",
+            f"The machine was busy: a fixed test took {mean_pace(ours):.1f} ms on average while this run decoded and "
+            f"{mean_pace(theirs):.1f} ms while plain decoding did ({change:.1f}× apart; other work shared the CPU), so "
             f"their ratio is unreliable and is not shown — {RACE}.")
     bound = trace.summary.tokens_per_target_forward
     if not trace.settings.lossy and bound and ratio > bound * NOISE:
