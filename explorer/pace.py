@@ -23,7 +23,8 @@ from .limits import MAX_PACE_SAMPLES  # a longer run keeps every other sample, t
 # spread is 1.3× (1.43–1.88 ms) while one busy process on the other core makes it 3.5× slower and plain
 # decoding 2.6× (50 → 19 tokens/s), two 3.7× and 4×
 PACE_TOLERANCE = 1.5
-PROBE_EVERY_S = 1.0  # ≈ 11 ms of probe a second of decoding: about 1 % of the wall time, none of the rounds'
+PROBE_EVERY_S = 0.5  # ≈ 11 ms of probe each half second: about 2 % of the wall time and none of the rounds' time;
+# a run of a second gets three samples, enough for a median
 PROBE_SHAPE = (576, 1536)  # one of the default model's MLP projections (hidden 576 → 1536)
 PROBE_LAYERS = 4  # four such weights: 14 MB, the size a one-token forward streams through in a few layers
 PROBE_REPEATS = 7
@@ -72,17 +73,21 @@ class PaceLog:
             self.every_s *= 2
 
 
-def mean_pace(run) -> float | None:
-    """A run's mean probe time in ms (its samples lie about a second apart, so this weighs its stretches by their
-    length); None without samples."""
-    samples = [s for s in run or () if s > 0]
-    return sum(samples) / len(samples) if samples else None
+def typical_pace(run) -> float | None:
+    """A run's median probe time in ms (its samples lie about half a second apart, so this is the pace of most of
+    its time); None without samples."""
+    samples = sorted(s for s in run or () if s > 0)
+    if not samples:
+        return None
+    middle = len(samples) // 2
+    return samples[middle] if len(samples) % 2 else (samples[middle - 1] + samples[middle]) / 2
 
 
 def pace_change(*runs) -> float:
-    """How differently the machine ran ``runs`` (each a sequence of ``pace_ms``): the slowest run's mean probe ÷ the
-    quickest's (1.0 where fewer than two runs have samples). Means, not single samples: a run's ratio to another
-    is off by about as much as their mean paces differ, and one busy second in a long run barely moves it, while
-    load over a whole run or half of one does (a ratio of ×21 came from plain decoding timed on a busy machine)."""
-    means = [m for m in map(mean_pace, runs) if m is not None]
-    return max(means) / min(means) if len(means) >= 2 else 1.0
+    """How differently the machine ran ``runs`` (each a sequence of ``pace_ms``): the slowest run's typical probe ÷
+    the quickest's (1.0 where fewer than two runs have samples). Medians, not single samples: load over most of a
+    run moves its median and its ratio to another run alike (a ratio of ×21 came from plain decoding timed on a
+    busy machine), while a brief burst does neither — such as the browser drawing a run's figures on the same
+    CPU just as plain decoding starts (one probe at 23.6 ms, the next at 1.6)."""
+    typical = [m for m in map(typical_pace, runs) if m is not None]
+    return max(typical) / min(typical) if len(typical) >= 2 else 1.0

@@ -266,7 +266,8 @@ def test_a_busy_machine_prints_no_impossible_figure_on_the_page(browser, url):
     """#42 item 1, on the page: busy loops start as plain decoding is measured after a quiet run."""
     context, page = new_page(browser, url)
     page.get_by_role("button", name="code").click()
-    set_number(page, "max-new-tokens", 23)  # settings no other test measured plain decoding on
+    # settings no other test measured plain decoding on, and long enough that the load covers most of it
+    set_number(page, "max-new-tokens", 95)
     page.click("#run")
     wait_status(page, "Measuring plain decoding")
     with busy():

@@ -6,7 +6,8 @@ during them, their tokens/s stop describing the same machine and the ratio is an
 have. So before any ratio is shown as a fact it must pass two checks:
 
 - the machine ran both alike: the fixed test each trace timed as it decoded (``RunTrace.pace_ms``,
-  ``explorer.pace``) took, on average, no more than ``PACE_TOLERANCE`` times longer in one run than in the other;
+  ``explorer.pace``) took, typically (its median), no more than ``PACE_TOLERANCE`` times longer in one run than
+  in the other;
 - the ratio is possible: a lossless run emits only tokens a target pass verified, and a pass costs at least a
   plain step, so it cannot beat plain decoding by more than its tokens per target pass (with room for noise);
   and a verification of k tokens costs at least one plain forward and at most about k of them.
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..pace import PACE_TOLERANCE, mean_pace, pace_change
+from ..pace import PACE_TOLERANCE, pace_change, typical_pace
 
 NOISE = 1.25  # timing noise a ratio may carry past what is possible before it is called impossible
 VERIFY_NOISE = 0.5  # tokens' worth of room above k for a verification of k tokens (k one-token forwards' cost)
@@ -51,8 +52,8 @@ def speedup_doubt(trace, baseline) -> Doubt | None:
     if change > PACE_TOLERANCE:
         return Doubt(
             "the machine was busy while this run or its plain decoding ran; the race in Compare measures fairly",
-            f"The machine was busy: a fixed test took {mean_pace(ours):.1f} ms on average while this run decoded and "
-            f"{mean_pace(theirs):.1f} ms while plain decoding did ({change:.1f}× apart; other work shared the CPU), so "
+            f"The machine was busy: a fixed test typically took {typical_pace(ours):.1f} ms while this run decoded and "
+            f"{typical_pace(theirs):.1f} ms while plain decoding did ({change:.1f}× apart; other work shared the CPU), so "
             f"their ratio is unreliable and is not shown — {RACE}.")
     bound = trace.summary.tokens_per_target_forward
     if not trace.settings.lossy and bound and ratio > bound * NOISE:
