@@ -453,7 +453,7 @@ def widest(trace, nodes: int) -> tuple[str, int]:
 TREE_RUNS = {
     "bita": lambda: explorer.load_trace(json.dumps(saved("bita"))),
     "suffix": lambda: explorer.decode("tiny-random:1", "hello there hello there hello", method="suffix",
-                                      max_new_tokens=16, session="widest"),
+                                      suffix_size="paper", max_new_tokens=16, session=None),  # a tree whatever T(n)
     "eagle-tree": lambda: explorer.decode("tiny-random:1", "hello there", method="eagle-tree", eagle_head="untrained",
                                           eagle_size="paper", eagle_tokens=8, max_new_tokens=16),
     "lookahead": lambda: explorer.decode("tiny-random:1", "hello there hello there hello", method="lookahead",
