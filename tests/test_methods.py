@@ -25,14 +25,16 @@ PROMPT = "one two three one two three one two"
 
 
 def test_every_method_is_registered_once_in_order():
-    assert list(explorer.METHODS) == ["ar", "speculative", "eesd", "eagle", "eagle-tree", "bild", "bita", "suffix", "lookahead",
-                                     "lenient", "hierarchical", "beam", "synthetic"]
+    assert list(explorer.METHODS) == ["ar", "speculative", "quantized", "eesd", "eagle", "eagle-tree", "bild", "bita",
+                                     "suffix", "lookahead", "lenient", "hierarchical", "beam", "synthetic"]
     defaults = {name: m.make_options({}) for name, m in methods.discover().items()}
     assert {name for name, m in methods.discover().items() if m.is_lossy(defaults[name])} == {"bild", "lenient"}
     beam = methods.get("beam")  # lossy by its options: the 004 rule is approximate, lenience 1 is exact
     assert beam.is_lossy(beam.make_options({"beam_rule": "004"})) and not beam.is_lossy(beam.make_options({}))
     lenient = methods.get("lenient")
     assert not lenient.is_lossy(lenient.make_options({"lenience": 1.0}))
+    quantized = methods.get("quantized")  # the low-bit copy decoding alone is lossy; drafting, exact
+    assert quantized.is_lossy(quantized.make_options({"quantized_role": "alone"}))
 
 
 @pytest.mark.parametrize("make,words", [
@@ -118,7 +120,7 @@ def test_a_new_method_reaches_the_api_the_cli_the_page_and_the_trace_loader(look
     with gr.Blocks():
         panel = build_options_panel("lookup")
     assert set(panel.boxes) == {"eagle-tree", "bild", "bita", "suffix", "lookahead", "lenient", "synthetic",
-                                 "hierarchical", "beam", "lookup"} and "lookup_n" in panel.controls
+                                 "hierarchical", "beam", "quantized", "lookup"} and "lookup_n" in panel.controls
     assert panel.keywords("lookup", {panel.controls["lookup_n"]: 4.0}) == {"lookup_n": 4}
 
 

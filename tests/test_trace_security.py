@@ -307,7 +307,7 @@ def largest(traces):
     """Traces of MAX_TRACE_ROUNDS rounds for every method view: all drafts accepted at γ = 8 under
     calibrated TS (about 9 tokens a round, near the token cap), dynamic γ, lenience, the theory lab, a
     hierarchical draft, beam search at the widest k and γ, a feature head, SuffixDecoding, EAGLE-2's tree, a
-    heuristic controller, BiLD, BiTA."""
+    heuristic controller, BiLD, BiTA, the low-bit self-draft."""
     every_accepted = explorer.decode("tiny-random:1", "hello there", method="speculative", draft="model:tiny-random:1",
                                      gamma=8, controller="cali-ts", max_new_tokens=64, seed=1)
     dynamic = explorer.decode("tiny-random:1", "hello there", method="speculative", draft="model:tiny-random:2",
@@ -328,8 +328,9 @@ def largest(traces):
                                  eagle_size="paper", eagle_tokens=8, eagle_top_k=3, eagle_depth=4, max_new_tokens=64)
     lookahead = explorer.decode("tiny-random:1", "hello there hello there hello", method="lookahead",
                                 lookahead_window=16, lookahead_ngram=5, lookahead_guesses=8, max_new_tokens=64)
+    quantized = explorer.decode("tiny-random:1", "hello there", method="quantized", gamma=8, max_new_tokens=64, seed=1)
     small = [every_accepted, dynamic, lenient, synthetic, hierarchical, beam, feature_head, suffix, eagle_tree,
-             lookahead] + [
+             lookahead, quantized] + [
         explorer.load_trace(json.dumps(traces[name])) for name in ("heuristic", "bild", "bita")]
     return [repeated(t, limits.MAX_TRACE_ROUNDS) for t in small]
 

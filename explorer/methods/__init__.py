@@ -309,7 +309,7 @@ def register(method: Method) -> Method:
 
 
 # listed first, in this order; then any others
-ORDER = ("ar", "speculative", "eesd", "eagle", "eagle-tree", "bild", "bita", "suffix", "lookahead", "lenient",
+ORDER = ("ar", "speculative", "quantized", "eesd", "eagle", "eagle-tree", "bild", "bita", "suffix", "lookahead", "lenient",
          "hierarchical", "beam", "synthetic")
 
 
