@@ -47,5 +47,7 @@ def test_an_exit_that_does_not_ship_names_what_is_missing_and_no_file(default_mo
         about = explorer.stream(default_model, "Hi", draft=spec, max_new_tokens=1).draft_about
         assert "trained exit layer" in about and ".safetensors" not in about and "llama-L30" not in about, about
     for method in ("eagle", "bita"):
-        about = explorer.stream(default_model, "Hi", method=method, max_new_tokens=2).run().draft_about or ""
-        assert "trained" in about and ".safetensors" not in about and "llama-L30" not in about, about
+        run = explorer.stream(default_model, "Hi", method=method, max_new_tokens=2).run()
+        for said in (run.draft_about or "", run.draft or "", viz.run_summary(run)):
+            assert ".safetensors" not in said and "llama-L30" not in said, said
+        assert "trained" in run.draft_about

@@ -62,7 +62,9 @@ class BitaTokens:
 
     @property
     def name(self) -> str:
-        return self.path.stem if self.path is not None else f"untrained-p{self.n_prompt}-m{self.n_masks}"
+        """The tokens in the run's draft name (``bita:trained-p16-m3``): what they are, not their file's internal
+        stem (the status read "bita:llama-L30-H576-V49152-…", #42)."""
+        return f"{'trained' if self.trained else 'untrained'}-p{self.n_prompt}-m{self.n_masks}"
 
     def describe(self) -> str:
         if self.path is None:
