@@ -158,3 +158,16 @@ def test_the_real_models_layers_run_compiled_and_equal_its_own_forward(default_m
         with torch.inference_mode():
             ref = model(input_ids=torch.tensor([ids])).logits[0, -n:]
         assert (ours - ref).abs().max() < 5e-4 and torch.equal(ours.argmax(-1), ref.argmax(-1))
+
+
+@pytest.mark.parametrize("rows, past", [(1, 0), (1, 37), (3, 20)])
+def test_attention_by_fused_reductions_equals_attention_by_products(rows, past):
+    """A low-bit copy's one-row steps attend by reductions (``attention_rows``): the same function as the
+    batched products, over a slice of a cache buffer with room to spare, the causal mask included."""
+    generator = torch.Generator().manual_seed(rows + past)
+    q = torch.randn(9, rows, 64, generator=generator)
+    buffer = torch.randn(2, 3, 64 + past + rows, 64, generator=generator)  # (K/V, G, C, D)
+    k, v = buffer[0, :, :past + rows], buffer[1, :, :past + rows]
+    mask = torch.full((rows, past + rows), torch.finfo(torch.float32).min).triu(past + 1)
+    expected = compiled.attention(q, k, v, mask, 0.125)
+    assert torch.allclose(compiled.attention_rows(q, k, v, mask, 0.125), expected, atol=1e-5)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from . import compiled, kernels
+from . import compiled, kernels, lowbit
 from .cache import GrowingLayer, cache_layer
 from .kernel_linear import KernelLinear
 
@@ -83,12 +83,13 @@ class FusedLlamaLayer(torch.nn.Module):
     def bind(self, kinds) -> None:
         """Run each row bucket's kernel (``kinds``) through the compiled layer of its family (MKL: dense
         weights; oneDNN: packed), where there is one; call after the linears ``keep`` them."""
-        self._steps = tuple(self._compiled(kind) for kind in kinds)
+        self._steps = tuple(self._compiled(kind, bucket) for bucket, kind in enumerate(kinds))
 
-    def _compiled(self, kind: str):
-        """(compiled step, its weight arguments) for row bucket kernel ``kind``, or None (SiLU MLPs only;
-        see ``engine.compiled``). The products say how the compiled layer calls them (``compiled_form``):
-        all four must be of one family."""
+    def _compiled(self, kind: str, bucket: int):
+        """(compiled step, its weight arguments) for row bucket ``bucket``'s kernel ``kind``, or None (SiLU MLPs
+        only; see ``engine.compiled``). The products say how the compiled layer calls them (``compiled_form``):
+        all four must be of one family. A low-bit copy's one-row steps attend by fused reductions
+        (``compiled.attention_rows``); everything else, and the target always, by batched products."""
         linears = (self.qkv, self.o_proj, self.gate_up, self.down_proj)
         forms = [m.compiled_form(kind) for m in linears]
         if not self.silu or self.norm_post[1] != self.norm_in[1] or None in forms \
@@ -101,7 +102,8 @@ class FusedLlamaLayer(torch.nn.Module):
         shape = compiled.LayerShape(
             hidden=weight.shape[0], heads=self.q_size // self.head_dim, kv_heads=self.kv_size // self.head_dim,
             head_dim=self.head_dim, inner=self.inner, eps=float(self.norm_in[1]), scaling=float(self.scaling),
-            dtype=str(weight.dtype).replace("torch.", ""), family=forms[0][0], bias=biases[0] is not None)
+            dtype=str(weight.dtype).replace("torch.", ""), family=forms[0][0], bias=biases[0] is not None,
+            attention="rows" if bucket == 0 and forms[0][0] in lowbit.FAMILIES else "bmm")
         step = compiled.layer_step(shape)
         if step is None:
             return None
