@@ -21,9 +21,9 @@ from .limits import MAX_SPEC_CHARS, clip
 from .run import Decoding
 
 MAX_LANES = 3  # besides plain decoding
-# the lanes a race starts with: the two fastest lossless drafts on this project's CPU (the prompt's own text;
-# SuffixDecoding's corpora) and a trained one (EESD's early exit)
-DEFAULT_LANES = ("speculative:prompt-lookup:3", "suffix", "eesd")
+# the lanes a race starts with: the three fastest lossless methods on new text on this project's CPU (the
+# target's own weights in 4 bits, SuffixDecoding's corpora, the prompt's own text; docs/measurements.md)
+DEFAULT_LANES = ("quantized", "suffix", "speculative:prompt-lookup:3")
 WARM_UP_TOKENS = 4
 
 

@@ -88,7 +88,7 @@ class FusedLlamaLayer(torch.nn.Module):
     def _compiled(self, kind: str, bucket: int):
         """(compiled step, its weight arguments) for row bucket ``bucket``'s kernel ``kind``, or None (SiLU MLPs
         only; see ``engine.compiled``). The products say how the compiled layer calls them (``compiled_form``):
-        all four must be of one family. A low-bit copy's one-row steps attend by fused reductions
+        all four must be of one family. A low-bit copy's steps of up to 8 rows attend by fused reductions
         (``compiled.attention_rows``); everything else, and the target always, by batched products."""
         linears = (self.qkv, self.o_proj, self.gate_up, self.down_proj)
         forms = [m.compiled_form(kind) for m in linears]
@@ -103,7 +103,7 @@ class FusedLlamaLayer(torch.nn.Module):
             hidden=weight.shape[0], heads=self.q_size // self.head_dim, kv_heads=self.kv_size // self.head_dim,
             head_dim=self.head_dim, inner=self.inner, eps=float(self.norm_in[1]), scaling=float(self.scaling),
             dtype=str(weight.dtype).replace("torch.", ""), family=forms[0][0], bias=biases[0] is not None,
-            attention="rows" if bucket == 0 and forms[0][0] in lowbit.FAMILIES else "bmm")
+            attention="rows" if bucket <= 1 and forms[0][0] in lowbit.FAMILIES else "bmm")
         step = compiled.layer_step(shape)
         if step is None:
             return None
