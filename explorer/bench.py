@@ -30,6 +30,7 @@ from .limits import clip
 from .methods.eesd.exits import exit_for
 from .models import quiet_transformers
 from .progress import print_progress
+from .quality import token_agreement
 from .words import plural
 
 PROMPTS_FILE = Path(__file__).resolve().parent.parent / "assets" / "prompts.json"
@@ -189,6 +190,15 @@ def _run(model, systems, repeats, max_new_tokens, temperature, gamma, controller
     }}
 
 
+def _identical(row: dict) -> str:
+    """"yes", or "**no**" with the share of plain decoding's tokens a lossy system kept ("**no** (88 % of
+    tokens)"), – where not measured (sampling)."""
+    same, kept = row.get("identical_to_ar"), row.get("agreement_with_ar")
+    if same is None:
+        return "–"
+    return "yes" if same else "**no**" + (f" ({kept:.0%} of tokens)" if kept is not None else "")
+
+
 def _phases(ms: dict | None) -> str:
     """A token's milliseconds drafting · verifying · on the rest ("7.4 · 37.0 · 1.0"), – without traces."""
     if not ms or any(ms.get(part) is None for part in PHASES):
@@ -321,9 +331,12 @@ def _row(system: System, results, prompts, temperature, verify_ratio) -> dict:
         predicted = float(theory.speedup(min(alpha, 1.0), mean_gamma, c))
         ratio = float(np.interp(mean_gamma + 1, np.arange(1, len(verify_ratio) + 1), verify_ratio))
         predicted_cost = float(theory.speedup_with_verify_cost(min(alpha, 1.0), mean_gamma, c, ratio))
-    identical = None
+    identical = agreement = None
     if temperature == 0:
-        identical = all(runs[k][j][0] == ar_runs[k][j][0] for k in range(len(runs)) for j in range(len(runs[k])))
+        pairs = [(runs[k][j][0], ar_runs[k][j][0]) for k in range(len(runs)) for j in range(len(runs[k]))]
+        identical = all(out == ref for out, ref in pairs)
+        # a lossy system's text against the target's own: the share of plain decoding's tokens it kept
+        agreement = statistics.mean(token_agreement(out, ref) for out, ref in pairs) if not identical else None
     # where a token's time goes, from the rounds' own clocks: drafting, the target's verification (the
     # prompt's prefill included), the rest (acceptance, cache commit, bookkeeping)
     ms_per_token = {part: 1000 * sum(getattr(t.summary, f"{part}_s") for t in traces) / new
@@ -342,7 +355,7 @@ def _row(system: System, results, prompts, temperature, verify_ratio) -> dict:
         "acceptance_rate": accepted / drafted if drafted else None, "alpha_hat": alpha,
         "tokens_per_target_forward": new / forwards if forwards else None, "c": c, "ms_per_token": ms_per_token,
         "predicted_speedup": predicted, "predicted_speedup_verify_cost": predicted_cost,
-        "identical_to_ar": identical,
+        "identical_to_ar": identical, "agreement_with_ar": agreement,
     }
 
 
@@ -378,7 +391,7 @@ def markdown(report: dict, text: Callable[[object], str] | None = None) -> str:
             f"| {f'{worst[1]:.2f} ({text(worst[0])})' if worst else '–'} | {fmt(r.get('acceptance_rate'), '.0%')} "
             f"| {_positions(r.get('acceptance_by_position'))} | {fmt(r.get('tokens_per_target_forward'))} | {fmt(r.get('c'))} "
             f"| {_phases(r.get('ms_per_token'))} | {fmt(r.get('predicted_speedup'))} "
-            f"| {fmt(r.get('predicted_speedup_verify_cost'))} | {fmt(r.get('identical_to_ar'))} "
+            f"| {fmt(r.get('predicted_speedup_verify_cost'))} | {_identical(r)} "
             f"| {fmt(r.get('peak_rss_mb'), '.0f')} |")
     m = report.get("meta") or {}
     ratios = m.get("verify_cost_ratio")

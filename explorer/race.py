@@ -18,6 +18,7 @@ from .engine import fast
 from .bench import System, decode_keywords, parse_system, position_rates
 from .errors import ExplorerError
 from .limits import MAX_SPEC_CHARS, clip
+from .quality import token_agreement
 from .run import Decoding
 
 MAX_LANES = 3  # besides plain decoding
@@ -174,6 +175,8 @@ def race_report(lanes: list[Lane]) -> dict:
             "predicted_speedup": s.predicted_speedup,
             "identical_to_ar": (list(trace.output_ids) == list(plain.output_ids))
             if trace.settings.temperature == 0 else None,
+            "agreement_with_ar": token_agreement(list(trace.output_ids), list(plain.output_ids))
+            if trace.settings.temperature == 0 and list(trace.output_ids) != list(plain.output_ids) else None,
         })
     st = plain.settings
     meta = {"source": "race", "model": plain.model, "device": plain.device, "dtype": plain.dtype, "prompts": 1,

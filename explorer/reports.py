@@ -26,7 +26,7 @@ ROW = Record({
     "acceptance_rate": RATE, "alpha_hat": RATE,
     "acceptance_by_position": Maybe(ListOf(RATE, 64, "a list of at most 64 acceptance rates")), "tokens_per_target_forward": AMOUNT, "c": AMOUNT,
     "predicted_speedup": AMOUNT, "predicted_speedup_verify_cost": AMOUNT, "identical_to_ar": Maybe(BOOL),
-    "peak_rss_mb": AMOUNT,
+    "agreement_with_ar": RATE, "peak_rss_mb": AMOUNT,
     "ms_per_token": Maybe(Record({"draft": AMOUNT, "verify": AMOUNT, "other": AMOUNT}, (), strict=True,
                                  words="an object of draft, verify and other milliseconds")),
 }, ("system", "tokens_per_s", "speedup_vs_ar"), strict=False, words="an object (one system's row)")

@@ -1,10 +1,13 @@
 """The side-by-side benchmark on the real default model, kept tiny: its rows carry the documented keys
 and the comparisons it makes (outputs identical to ar, speedups relative to the same runs)."""
 
+import json
+
 import pytest
 
 from explorer import bench
 from explorer.errors import ExplorerError
+from explorer.reports import load_bench_report
 
 KEYS = {"system", "method", "draft", "controller", "tokens_per_s", "speedup_vs_hf", "speedup_vs_ar",
         "acceptance_rate", "tokens_per_target_forward", "c", "predicted_speedup", "identical_to_ar"}
@@ -90,3 +93,18 @@ def test_a_reports_machine_is_shown_escaped_and_a_bad_one_refused():
     for bad in ({"cores": "two"}, {"units": "AVX2"}, {"cpu": "x" * 5000}):
         with pytest.raises(ExplorerError, match="not a benchmark report"):
             load_bench_report(json.dumps({"rows": [row], "meta": {"machine": {**meta["machine"], **bad}}}))
+
+
+def test_a_lossy_row_says_how_much_of_plain_decodings_text_it_kept():
+    """The low-bit copy decoding alone is lossy: its row is not identical, and says the share of plain
+    decoding's tokens it kept (on the tiny random model, a copy that parts often); the lossless row says yes."""
+    report = bench.run("tiny-random:1", systems=("ar", "quantized:alone", "quantized"), repeats=1, max_new_tokens=12,
+                       prompts=[{"category": "chat", "text": "hello there"}], progress=lambda *a: None)
+    rows = {r["system"]: r for r in report["rows"]}
+    alone, drafted = rows["quantized:alone"], rows["quantized"]
+    assert alone["identical_to_ar"] is False and 0 <= alone["agreement_with_ar"] < 1
+    assert drafted["identical_to_ar"] is True and drafted["agreement_with_ar"] is None
+    table = bench.markdown(report)
+    assert f"**no** ({alone['agreement_with_ar']:.0%} of tokens)" in table
+    loaded = load_bench_report(json.dumps(report))  # a shared report keeps it, checked as a rate
+    assert loaded["rows"][1]["agreement_with_ar"] == alone["agreement_with_ar"]

@@ -50,6 +50,8 @@ def handle(args) -> int:
         for row in report["rows"][1:]:
             ratios.setdefault(row["system"], []).append(row["speedup_vs_ar"])
             same = {True: ", identical", False: ", differs", None: ""}[row["identical_to_ar"]]
+            if row.get("agreement_with_ar") is not None:
+                same += f" ({row['agreement_with_ar']:.0%} of plain decoding's tokens kept)"
             cells.append(f"{row['system']} ×{row['speedup_vs_ar']:.2f}{same}")
         print(f"{name}: ar {report['rows'][0]['tokens_per_s']:.1f} tok/s · " + " · ".join(cells), flush=True)
     if len(prompts) > 1:

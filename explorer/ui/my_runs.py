@@ -12,6 +12,7 @@ from explorer import machine
 from explorer.bench import position_rates
 from explorer.errors import ExplorerError
 from explorer.limits import MAX_SPEC_CHARS
+from explorer.quality import token_agreement
 from explorer.viz import measured_speedup
 from explorer.words import plural
 
@@ -49,6 +50,8 @@ def runs_report(traces: list) -> tuple[dict | None, int]:
             "predicted_speedup": s.predicted_speedup,
             "identical_to_ar": list(trace.output_ids) == list(base.output_ids) if trace.settings.temperature == 0
             else None,
+            "agreement_with_ar": token_agreement(list(trace.output_ids), list(base.output_ids))
+            if trace.settings.temperature == 0 and list(trace.output_ids) != list(base.output_ids) else None,
         })
     if not rows:
         return None, missing
