@@ -145,6 +145,35 @@ class LowBitLinear(torch.nn.Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, family={self.family}"
 
 
+class ShortlistHead(torch.nn.Module):
+    """An LM head in two passes: every row through a 4-bit product finds the few tokens that can win (the top
+    ``k``), and those rows are then scored from the model's own float weight in float32. Why: a low-bit
+    product takes and gives bf16, and logits of magnitude 20–30 in bf16 are rounded to 0.125–0.25, which
+    turns the target's close calls into ties the copy breaks its own way: measured on the default model (10
+    held-out prompts × 64 tokens, teacher-forced), the int4 copy with an int8 head agreed 0.964 with the
+    target, with this head 0.988, and its step was 0.1 ms shorter (the 4-bit pass reads 17 MB, the int8
+    one 28). The logits outside the shortlist stay the coarse ones: a distribution all the same, so sampling
+    from it and verifying against it is exact. (…, H) -> float32 (…, V)."""
+
+    def __init__(self, weight: torch.Tensor, k: int = 16, dtype: torch.dtype = torch.bfloat16):
+        super().__init__()
+        self.k = min(k, weight.shape[0])
+        self.coarse = LowBitLinear.int4(Int4Blocks.rounded(weight), None, dtype)
+        self.weight = weight.detach()  # the model's own head: shared, never copied
+        self.note = f"{self.coarse.note}, its top {self.k} scored exactly in float32"
+        self.out_features, self.in_features = weight.shape
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        flat = x.reshape(-1, self.in_features)  # (R, H)
+        logits = self.coarse(flat).float()  # (R, V)
+        top = logits.topk(self.k, dim=-1).indices  # (R, k)
+        exact = torch.einsum("rh,rkh->rk", flat.float(), self.weight[top].float())  # (R, k)
+        return logits.scatter_(-1, top, exact).reshape(*x.shape[:-1], self.out_features)
+
+    def extra_bytes(self) -> int:
+        return self.coarse.extra_bytes()
+
+
 # -- which kernel runs, measured once per process -----------------------------------------------------------
 
 _CHOICES: dict[tuple, tuple[str, str]] = {}

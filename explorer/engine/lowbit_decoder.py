@@ -23,7 +23,7 @@ from .forward import decoder_parts, run_layers
 class LowBitDecoder(torch.nn.Module):
     """``forward(input_ids (1, T), cache, n_logits)`` -> float32 logits (n_logits, V), the ``ForwardFn`` of
     ``engine.cache``. ``layer_products[i]``: layer i's (q/k/v, o, gate/up, down) products, all in ``dtype``;
-    ``head``: the LM head's, (…, H) -> (…, V)."""
+    ``head``: the LM head, (…, H) -> (…, V) (``lowbit.ShortlistHead``: exact where it matters)."""
 
     def __init__(self, model: torch.nn.Module, layer_products: list[tuple], head: torch.nn.Module,
                  dtype: torch.dtype = torch.bfloat16):

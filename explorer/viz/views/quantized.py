@@ -2,7 +2,7 @@
 where the low-bit copy parted from the target, and why it so rarely does.
 
 The copy has the target's weights (for the default model exactly: the GGUF's 4-bit blocks) and differs
-only in rounding — bf16 activations, an int8 LM head — so it picks another token only where the target
+only in rounding — bf16 activations, a 4-bit pass over the LM head — so it picks another token only where the target
 itself barely prefers its own: a near-tie between its top two. Figure: the target's top-2 margin
 (p₁ − p₂ at the drafted position) for the drafts it accepted against those it refused. Panel: each place
 the copy parted (the copy's token and q, the target's token and p, the margin), what a draft step cost
