@@ -23,7 +23,8 @@ class DraftKind:
     what follows ``<name>:``); ``form`` is how it is written, for messages; ``detail`` the keys its
     drafter adds to a round's ``detail`` (checked when a trace is loaded); ``glossary`` its words;
     ``examples`` the specs the page's drafter menu offers, or a function giving them (a kind whose trained parts
-    ship for some sizes reads them from its artifacts)."""
+    ship for some sizes reads them from its artifacts); ``distributions`` whether its drafter gives q for every
+    token from a forward of its own (what BiLD's small model and beam search's exact rule need)."""
 
     name: str
     form: str
@@ -31,6 +32,7 @@ class DraftKind:
     detail: Record | None = None
     glossary: str = ""
     examples: tuple[str, ...] | Callable[[], tuple[str, ...]] = ()
+    distributions: bool = False
 
 
 KINDS: dict[str, DraftKind] = {}
@@ -50,6 +52,12 @@ def draft_forms() -> str:
     """The registered kinds as they are written: "model:<name>, prompt-lookup:n, … or feature-head"."""
     forms = [k.form for k in KINDS.values()]
     return ", ".join(forms[:-1]) + " or " + forms[-1] if len(forms) > 1 else "".join(forms)
+
+
+def distribution_kinds() -> tuple[str, ...]:
+    """The kinds whose drafters give q from a forward of their own (``DraftKind.distributions``), in
+    registration order: read at each use, so a kind registered later is there too."""
+    return tuple(k.name for k in KINDS.values() if k.distributions)
 
 
 def draft_examples() -> list[str]:
@@ -129,7 +137,7 @@ def _prompt_lookup(spec, argument, target, load_model):
     return PromptLookupDrafter(positive_int(argument, spec, "prompt-lookup:n (n = the n-gram size)"))
 
 
-register_kind(DraftKind("model", "model:<name>", _model, examples=("model:default",),
+register_kind(DraftKind("model", "model:<name>", _model, examples=("model:default",), distributions=True,
                         glossary="a smaller model with the target's tokenizer (model:default: the default model)."))
 register_kind(DraftKind("prompt-lookup", "prompt-lookup:n", _prompt_lookup,
                         examples=("prompt-lookup:3", "prompt-lookup:2"),

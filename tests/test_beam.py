@@ -32,8 +32,8 @@ def test_the_exact_rule_is_hugging_face_beam_search(default_model, width):
 
 def test_the_exact_rule_is_beam_search_on_tiny_models_with_a_model_draft(tiny_target):
     kinds = []
-    # a draft that disagrees (another seed, one layer) and one that is the target's own model: both paths
-    for draft in ("model:tiny-random:2:1", "model:tiny-random:1"):
+    # a draft that disagrees (another seed, one layer), the target's own model, and its own weights in 4 bits
+    for draft in ("model:tiny-random:2:1", "model:tiny-random:1", "int4"):
         for prefix in ("ab", "hello", "xyz q", "the cat", "no, yes!"):
             for width in (2, 4):
                 t = explorer.decode(tiny_target, prefix, method="beam", draft=draft, beam_width=width, gamma=3,

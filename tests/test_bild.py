@@ -93,3 +93,17 @@ def test_bad_bild_settings(tiny_target, tiny_draft, kwargs, message):
     args = dict(method="bild", draft=tiny_draft, max_new_tokens=4) | kwargs
     with pytest.raises(explorer.ExplorerError, match=message):
         explorer.decode(tiny_target, "ab", **args)
+
+
+def test_the_targets_own_4_bit_copy_is_a_small_model_bild_can_run(tiny_target):
+    """Any draft that gives distributions serves BiLD: with no fallback and no rollback its output is the 4-bit copy's
+    own greedy text (quantized with role alone); with a zero rollback threshold, the target's."""
+    alone = explorer.decode(tiny_target, "the cat", method="quantized", draft="int4", quantized_role="alone",
+                            max_new_tokens=24)
+    small = explorer.decode(tiny_target, "the cat", method="bild", draft="int4", fallback_threshold=0.0,
+                            rollback_threshold=math.inf, max_small_steps=64, max_new_tokens=24)
+    assert small.output_ids == alone.output_ids and small.summary.target_forwards == 0
+    large = explorer.decode(tiny_target, "the cat", method="ar", max_new_tokens=24)
+    exact = explorer.decode(tiny_target, "the cat", method="bild", draft="int4", fallback_threshold=0.5,
+                            rollback_threshold=0.0, max_new_tokens=24)
+    assert exact.output_ids == large.output_ids

@@ -39,7 +39,7 @@ import math
 
 import torch
 
-from ..drafts import make_drafter
+from ..drafts import distribution_kinds, make_drafter
 from ..engine.acceptance import greedy_accept
 from ..engine.cache import CachedForward, common_prefix
 from ..engine.drafters import KEEP_DRAFTING
@@ -495,7 +495,7 @@ def start(request: Request, options: BeamOptions) -> Decoding:
     drafter = make_drafter(request.draft, request.target, request.load, "beam")
     if options.rule == "exact" and getattr(drafter, "runner", None) is None:
         raise ExplorerError(f"the exact rule runs the draft's own beam search, so it needs a draft with "
-                            f"distributions (model:<name> or early-exit:N), not {drafter.spec}")
+                            f"distributions (model:<name>, early-exit:N, int4 or int8), not {drafter.spec}")
     settings = dataclasses.replace(request.settings, controller="fixed", gamma=min(request.settings.gamma, MAX_BEAM_GAMMA))
 
     target = request.target
@@ -580,9 +580,9 @@ register(Method(
              "follows the reproduction report of speculative decoding (Tulsian, Goyal and Aggarwal), whose "
              "**Algorithm 2** branches after each verified draft: faster, approximate (lossy).",
     system_syntax=f"beam:<{'|'.join(RULES)}>:<k>:<draft>[@γ]",
-    drafts=lambda options: ("model", "early-exit") if options is None or options.rule == "exact"
-    else ("model", "early-exit", "prompt-lookup"),
+    drafts=lambda options: distribution_kinds() if options is None or options.rule == "exact"
+    else distribution_kinds() + ("prompt-lookup",),
     default_draft="early-exit:4",
     draft_words="Beam search's exact rule runs the draft's own beam search, so the draft must give distributions: "
-                "model:<name> or early-exit:N (the 004 rule also takes prompt-lookup:n).",
+                "model:<name>, early-exit:N, int4 or int8 (the 004 rule also takes prompt-lookup:n).",
 ))

@@ -8,7 +8,7 @@ import dataclasses
 import math
 
 from .rounds import BildConfig, bild_rounds
-from ...drafts import make_drafter
+from ...drafts import distribution_kinds, make_drafter
 from ...errors import ExplorerError
 from ...limits import MAX_GAMMA
 from ...run import Decoding
@@ -95,7 +95,8 @@ register(Method(
              "below **α_FB** (a **fallback**: the large model takes the next token), and the large model reviews "
              "the small model's tokens in one pass and **rolls back** to the first whose −log p_L (nats) exceeds "
              "**α_RB**. Lossy: its output can differ from the large model's own.",
-    drafts=("model", "early-exit"),
+    drafts=lambda options: distribution_kinds(),
     default_draft="early-exit:8",
-    draft_words="BiLD's small model writes by itself, so it must give distributions: model:<name> or early-exit:N.",
+    draft_words="BiLD's small model writes by itself, so it must give distributions: a model draft (model:<name>, "
+                "early-exit:N, int4 or int8).",
 ))
