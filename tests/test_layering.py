@@ -1,22 +1,40 @@
 """The package's layers, enforced on the source (no model is loaded):
 
-    leaves      errors, limits, machine, pace, theory, untrusted, words: import nothing of the project but each other
-    trace       the data model (a package): the leaves and itself only
+    leaves      errors, limits, machine, pace, theory, untrusted, words: import nothing of the project but each other,
+                and no torch, transformers or gradio at import
+    trace       the data model (a package): the leaves and itself only (so no torch either)
     engine      the decoding algorithms: leaves, the trace and itself only (no methods, API, artifacts, UI or
                 plots), and no method's name in its code
     below       engine, trace, models, drafts.py, run.py: nothing here imports a method (methods register
                 their draft kinds and trainers themselves)
     methods     one module per method: the engine and the layers below, never the UI or the plots
-    viz         figures and HTML from traces: no torch, no transformers, no gradio (test_viz.py too)
+    viz         figures and HTML from traces: no torch, no transformers, no gradio, no model code (test_viz.py too)
     tools       operator tools (the soak tests): imported by the CLI alone, never by the app or the runtime;
                 nothing in the package imports the root ``app.py`` (the served app is ``ui.serving_demo()``)
     tests       no test file imports another (shared fixtures: conftest.py; helpers: helpers.py, conftest_ui.py)
 
-Imports under ``if TYPE_CHECKING:`` are annotations, not dependencies, and are not counted."""
+Imports under ``if TYPE_CHECKING:`` are annotations, not dependencies, and are not counted.
+
+A rule counts a module's own imports wherever they stand, inside functions too (bar the leaves' and the
+trace's rule on heavy libraries, which is about import), and follows them through the modules of the package,
+transitively, in one of two ways:
+
+- what a layer depends on (which project modules: the leaves, trace, engine, below-the-methods, methods and tools
+  rules) follows every import, those inside functions too: a function's import is a dependency of
+  the module as much as one at the top;
+- what importing a module loads (the heavy libraries torch, transformers and gradio, and, for the viz, the model
+  code: a view must replay a trace without them) follows only the imports that run at import: module level and
+  class bodies, not inside a function. A function that imports torch where it needs it (``pace``'s probe,
+  ``limits.gpu_present``) loads it only for its callers, and the leaves do so on purpose.
+
+Importing ``explorer.a.b`` also runs the packages above it (``explorer/a/__init__.py``): they are followed, but
+the root ``explorer/__init__.py`` (the public API, which loads the engine and the models) is not, or every module
+would reach everything."""
 
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -27,18 +45,23 @@ LEAVES = {"errors", "limits", "machine", "pace", "theory", "untrusted", "words"}
 UI_AND_PLOTS = {"gradio", "plotly", "explorer.ui", "explorer.viz"}
 
 
-def project_imports(path: Path) -> set[str]:
-    """Absolute names of what a module imports (relative imports resolved), TYPE_CHECKING blocks skipped."""
+def import_nodes(path: Path, at_import: bool = False) -> list[tuple[ast.Import | ast.ImportFrom, str | None]]:
+    """A module's import statements, each with the absolute module a ``from`` import names (relative imports
+    resolved; None for ``import x``), TYPE_CHECKING blocks skipped; with ``at_import`` only those that run when
+    the module is imported (module level and class bodies: an import inside a function runs when it is called)."""
     package = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts[:-1])
     tree = ast.parse(path.read_text(encoding="utf-8"))
     skipped = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
                for child in node.body for n in ast.walk(child)}
-    names = set()
+    if at_import:
+        skipped |= {id(n) for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                    for child in node.body for n in ast.walk(child)}
+    found = []
     for node in ast.walk(tree):
         if id(node) in skipped:
             continue
         if isinstance(node, ast.Import):
-            names |= {a.name for a in node.names}
+            found.append((node, None))
         elif isinstance(node, ast.ImportFrom):
             base = package.split(".")
             if node.level:
@@ -46,9 +69,20 @@ def project_imports(path: Path) -> set[str]:
                 module = ".".join(base + ([node.module] if node.module else []))
             else:
                 module = node.module
-            if node.module:  # `from .. import theory` imports explorer.theory, not all of explorer
-                names.add(module)
-            names |= {f"{module}.{a.name}" for a in node.names}  # `from explorer import viz` imports a module
+            found.append((node, module))
+    return found
+
+
+def project_imports(path: Path) -> set[str]:
+    """Absolute names of what a module imports (relative imports resolved), TYPE_CHECKING blocks skipped."""
+    names = set()
+    for node, module in import_nodes(path):
+        if module is None:
+            names |= {a.name for a in node.names}
+            continue
+        if node.module:  # `from .. import theory` imports explorer.theory, not all of explorer
+            names.add(module)
+        names |= {f"{module}.{a.name}" for a in node.names}  # `from explorer import viz` imports a module
     return names
 
 
@@ -60,17 +94,94 @@ def within(name: str, prefixes) -> bool:
     return any(name == p or name.startswith(p + ".") for p in prefixes)
 
 
+# -- the import graph: what a module reaches through the project modules it imports ---------------------------
+
+
+def module_file(name: str) -> Path | None:
+    """A module's file (a package's ``__init__.py``); None for a name that is no file."""
+    path = PACKAGE.parent.joinpath(*name.split("."))
+    return next((f for f in (path.with_suffix(".py"), path / "__init__.py") if f.is_file()), None)
+
+
+def is_module(name: str) -> bool:
+    """A module of the package: a file, a package, or a folder without ``__init__.py`` (``explorer.engine``)."""
+    return within(name, {"explorer"}) and (module_file(name) is not None
+                                           or PACKAGE.parent.joinpath(*name.split(".")).is_dir())
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+@functools.cache
+def imported_modules(name: str, at_import: bool) -> frozenset[str]:
+    """What a module (``app`` too) imports: the package's modules as the module meant (``from explorer import
+    bench``: explorer.bench; ``from .style import GREY``: explorer.viz.style), other libraries by the name written."""
+    path = module_file(name)
+    if path is None:  # a folder without __init__.py runs nothing
+        return frozenset()
+    found = set()
+    for node, module in import_nodes(path, at_import):
+        if module is None:
+            found |= {a.name for a in node.names}
+        elif within(module, {"explorer"}):
+            found |= {f"{module}.{a.name}" if is_module(f"{module}.{a.name}") else module for a in node.names}
+        else:
+            found.add(module)
+    return frozenset(found)
+
+
+def packages_above(name: str) -> set[str]:
+    """The packages Python runs before a module of the package, the root ``explorer/__init__.py`` aside."""
+    parts = name.split(".")
+    return {".".join(parts[:i]) for i in range(2, len(parts))} if within(name, {"explorer"}) else set()
+
+
+def reached(path: Path, prefixes, at_import: bool) -> list[str]:
+    """Each module of ``prefixes`` that the module at ``path`` reaches, as the chain that reaches it ("a -> b ->
+    torch"): through every module of the package it reaches, that module's imports (``at_import``: those at
+    module level only) and the packages above it but the root."""
+    start = module_name(path)
+    via: dict[str, str] = {}
+    todo = [start]
+    while todo:
+        current = todo.pop()
+        for found in sorted(imported_modules(current, at_import) | packages_above(current)):
+            if found not in via and found != start:
+                via[found] = current
+                if within(found, {"explorer"}):
+                    todo.append(found)
+
+    def chain(name: str) -> str:
+        return name if name == start else f"{chain(via[name])} -> {name}"
+
+    return [chain(n) for n in sorted(via) if within(n, prefixes)]
+
+
+def outside(path: Path, allowed) -> list[str]:
+    """The modules of the package outside ``allowed`` that a module reaches through every import."""
+    return [c for c in reached(path, {"explorer"}, at_import=False) if not within(c.rsplit(" -> ", 1)[1], allowed)]
+
+
+LEAF_MODULES = {f"explorer.{leaf}" for leaf in LEAVES}
+HEAVY = {"torch", "transformers", "gradio"}
+
+
 @pytest.mark.parametrize("path", modules(""), ids=lambda p: p.name)
 def test_leaves_import_only_leaves(path):
     mine = {n for n in project_imports(path) if within(n, {"explorer"})}
-    assert all(within(n, {f"explorer.{leaf}" for leaf in LEAVES}) for n in mine), (path.name, mine)
+    assert all(within(n, LEAF_MODULES) for n in mine), (path.name, mine)
+    assert not outside(path, LEAF_MODULES)
+    assert not reached(path, HEAVY, at_import=True), "a leaf imports torch only inside the function that needs it"
 
 
 @pytest.mark.parametrize("path", modules("trace"), ids=lambda p: p.name)
 def test_the_trace_imports_only_itself_and_the_leaves(path):
-    allowed = {"explorer.trace"} | {f"explorer.{leaf}" for leaf in LEAVES}
+    allowed = {"explorer.trace"} | LEAF_MODULES
     bad = {n for n in project_imports(path) if within(n, {"explorer"}) and not within(n, allowed)}
     assert not bad, f"trace/{path.name} imports {sorted(bad)}"
+    assert not (bad := outside(path, allowed) + reached(path, HEAVY, at_import=True)), bad
 
 
 BELOW_METHODS = modules("engine") + modules("trace") + modules("models") + [PACKAGE / "drafts.py", PACKAGE / "run.py"]
@@ -80,6 +191,7 @@ BELOW_METHODS = modules("engine") + modules("trace") + modules("models") + [PACK
 def test_nothing_below_the_methods_imports_one(path):
     bad = {n for n in project_imports(path) if within(n, {"explorer.methods", "explorer.api"})}
     assert not bad, f"{path.relative_to(PACKAGE)} imports {sorted(bad)}"
+    assert not (bad := reached(path, {"explorer.methods", "explorer.api"}, at_import=False)), bad
 
 
 def method_names_in_code(path: Path, names: set[str]) -> set[str]:
@@ -113,23 +225,28 @@ def test_the_name_check_sees_a_method(tmp_path):
 
 @pytest.mark.parametrize("path", modules("engine"), ids=lambda p: p.name)
 def test_the_engine_imports_only_itself_and_the_leaves(path):
-    allowed = {"explorer.engine", "explorer.trace"} | {f"explorer.{leaf}" for leaf in LEAVES}
+    allowed = {"explorer.engine", "explorer.trace"} | LEAF_MODULES
     bad = {n for n in project_imports(path) if (within(n, {"explorer"}) and not within(n, allowed))
            or within(n, UI_AND_PLOTS)}
     assert not bad, f"engine/{path.name} imports {sorted(bad)}"
+    assert not (bad := outside(path, allowed) + reached(path, UI_AND_PLOTS, at_import=False)), bad
 
 
 @pytest.mark.parametrize("path", modules("methods"), ids=lambda p: p.name)
 def test_methods_import_neither_the_ui_nor_the_plots(path):
     bad = {n for n in project_imports(path) if within(n, UI_AND_PLOTS | {"explorer.api"})}
     assert not bad, f"methods/{path.name} imports {sorted(bad)}"
+    assert not (bad := reached(path, UI_AND_PLOTS | {"explorer.api"}, at_import=False)), bad
+
+
+MODEL_CODE = HEAVY | {"explorer.engine.forward", "explorer.engine.fast", "explorer.models"}
 
 
 @pytest.mark.parametrize("path", modules("viz"), ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_viz_imports_no_model_code(path):
-    bad = {n for n in project_imports(path) if within(n, {"torch", "transformers", "gradio", "explorer.engine.forward",
-                                                          "explorer.engine.fast", "explorer.models"})}
+    bad = {n for n in project_imports(path) if within(n, MODEL_CODE)}
     assert not bad, f"{path.relative_to(PACKAGE)} imports {sorted(bad)}"
+    assert not (bad := reached(path, MODEL_CODE, at_import=True)), bad
 
 
 def test_only_the_cli_imports_the_operator_tools_and_nothing_imports_app_py():
@@ -138,13 +255,17 @@ def test_only_the_cli_imports_the_operator_tools_and_nothing_imports_app_py():
     bad = {str(p.relative_to(PACKAGE.parent)) for p in outside
            if any(within(n, {"explorer.tools"}) for n in project_imports(p))}
     assert not bad, f"{sorted(bad)} import explorer.tools"
+    bad = [c for p in outside if p != PACKAGE / "__main__.py" for c in reached(p, {"explorer.tools"}, at_import=False)]
+    assert not bad, bad
     assert any(within(n, {"explorer.tools"}) for n in project_imports(PACKAGE / "cli" / "soak.py"))  # the rule sees
+    assert reached(PACKAGE / "__main__.py", {"explorer.tools"}, at_import=False)  # and follows the CLI to the tools
     bad = {str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py") if "app" in project_imports(p)}
     assert not bad, f"{sorted(bad)} import the root app.py"
 
 
 def test_the_rule_catches_a_violation(tmp_path, monkeypatch):
-    """The checker itself: a forbidden import, relative or absolute, is seen; a TYPE_CHECKING one is not."""
+    """The checker itself: a forbidden import, relative or absolute, is seen; a TYPE_CHECKING one is not; a chain
+    through another module is followed (at import: not through a function's import)."""
     engine = tmp_path / "explorer" / "engine"
     engine.mkdir(parents=True)
     bad = engine / "bad.py"
@@ -153,6 +274,24 @@ def test_the_rule_catches_a_violation(tmp_path, monkeypatch):
     monkeypatch.setattr(__import__(__name__), "PACKAGE", tmp_path / "explorer")
     found = project_imports(bad)
     assert "explorer.exits" in found and "plotly" in found and "explorer.ui" not in found
+    imported_modules.cache_clear()  # the cache holds the real package's graph: cleared before and after
+    try:
+        chain_and_circle(tmp_path / "explorer", bad)
+    finally:
+        imported_modules.cache_clear()
+
+
+def chain_and_circle(package: Path, bad: Path) -> None:
+    (package / "exits.py").write_text("from .engine import bad\n\n\ndef lazy():\n    import torch\n")
+    (package / "viz").mkdir()
+    (package / "viz" / "__init__.py").write_text("import torch\n")
+    (package / "viz" / "view.py").write_text("from ..exits import lazy\n")
+    assert reached(bad, {"plotly"}, at_import=True) == ["explorer.engine.bad -> plotly"]
+    assert outside(bad, {"explorer.engine"}) == ["explorer.engine.bad -> explorer.exits"]
+    view = package / "viz" / "view.py"
+    assert reached(view, {"torch"}, at_import=True) == ["explorer.viz.view -> explorer.viz -> torch"]
+    assert not reached(package / "exits.py", {"torch"}, at_import=True)
+    assert reached(package / "exits.py", {"torch"}, at_import=False) == ["explorer.exits -> torch"]
 
 
 # -- the tests themselves: no test file imports another ----------------------------------------------------

@@ -10,6 +10,8 @@ else reads it.
 - ``invariants``: what must hold in every trace;
 - ``schema``: what an uploaded file may hold, field by field (a trace file is untrusted: strangers share
   them);
+- ``window``: which rows of a lookahead round's Jacobi window see which (the method's mask, the view's
+  figure);
 - ``migrate``: older schemas read as the current one (``@1`` files, before the method registry);
 - ``read``: a file to a checked ``RunTrace`` (``RunTrace.from_json``), ``TraceFormatError`` with one
   readable line otherwise.

@@ -19,6 +19,8 @@ from functools import lru_cache
 
 import torch
 
+from ...trace.window import window_visibility
+
 
 class Window:
     """The lookahead branch's 2-D window: ``levels[0]`` the oldest Jacobi step, each a list of W tokens."""
@@ -57,17 +59,10 @@ class Window:
 
 @lru_cache(maxsize=64)
 def visibility(n_levels: int, width: int) -> torch.Tensor:
-    """(E, E) bool over a window's rows, level by level: level l's column j sees level 0's columns 0 … j and
-    column j of levels 1 … l (itself included) — the lookahead branch of the paper's Figure 2(b). One per shape
-    (every round of a run asks for the same one): read it, never write it."""
-    visible = torch.zeros(n_levels * width, n_levels * width, dtype=torch.bool)  # (E, E)
-    for l in range(n_levels):
-        for j in range(width):
-            row = l * width + j
-            visible[row, :j + 1] = True
-            for above in range(1, l + 1):
-                visible[row, above * width + j] = True
-    return visible
+    """(E, E) bool over a window's rows, level by level (``trace.window.window_visibility``, the rule the view draws
+    too). One per shape (every round of a run asks for the same one): read it, never write it."""
+    size = n_levels * width
+    return torch.tensor(window_visibility(n_levels, width), dtype=torch.bool).reshape(size, size)  # (E, E)
 
 
 class Pool:

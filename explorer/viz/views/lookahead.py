@@ -9,7 +9,7 @@ import html
 
 import plotly.graph_objects as go
 
-from ...methods.lookahead.window import visibility
+from ...trace.window import window_visibility
 from ..style import GREY, OKABE_ITO, base_layout, empty_figure
 from ..text import label, plot_label
 from ..tree_list import CSS, tree_rounds_figure
@@ -118,7 +118,7 @@ def mask_figure(trace, round_index: int) -> go.Figure:
             if bit == "1":
                 z[1 + i][1 + j] = 2
     if 1 + n < shown:
-        for a, seen in enumerate(visibility(len(levels), width).tolist()[:shown - 1 - n]):
+        for a, seen in enumerate(window_visibility(len(levels), width)[:shown - 1 - n]):
             for b, bit in enumerate(seen[:shown - 1 - n]):
                 if bit:
                     z[1 + n + a][1 + n + b] = 3
