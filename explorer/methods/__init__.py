@@ -192,7 +192,8 @@ class Method:
     (their text goes into the trace). ``system``: how the benchmark and the race name a run of it after
     ``<name>:`` (``parse_system``; None: ``<draft>[/controller]`` where it takes a draft, nothing else),
     and ``system_syntax`` that in words. ``glossary``: its words for the page's glossary (markdown);
-    ``trainers``: the offline trainers of its draft (``python -m explorer train``)."""
+    ``trainers``: the offline trainers of its draft (``python -m explorer train``); ``paper``: the paper it
+    follows, cited short ("Leviathan et al. 2023"; the README's methods table, ``methods.table``)."""
 
     name: str
     summary: str
@@ -213,6 +214,7 @@ class Method:
     system_syntax: str = ""
     glossary: str = ""
     trainers: tuple[Trainer, ...] = ()
+    paper: str = ""
 
     def is_lossy(self, options: Options | None) -> bool:
         """Whether a run with these options may differ from the target's own output."""

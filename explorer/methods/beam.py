@@ -564,6 +564,7 @@ def round_tokens(r) -> list[int]:
 
 register(Method(
     name="beam",
+    paper="Leviathan et al. 2023, A.4; Tulsian et al. (004), Algorithm 2",
     summary="speculative beam search: exact (Leviathan et al. A.4: the draft's beam search checked step by step, "
             "identical to beam search on the target) or 004 (the reproduction's Algorithm 2, approximate); greedy",
     lossy=lambda options: options is not None and options.rule == "004",

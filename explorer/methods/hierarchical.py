@@ -170,6 +170,7 @@ def round_tokens(r) -> list[int]:
 
 register(Method(
     name="hierarchical",
+    paper="Tulsian et al. (004), Algorithm 3",
     summary="hierarchical speculative decoding (004 Algorithm 3): the draft is itself drafted by a smaller draft, "
             "each level verified losslessly; draft chain smallest first, e.g. prompt-lookup:3>early-exit:4",
     lossy=False,

@@ -38,6 +38,7 @@ DETAIL = Record({"lenience": number(0.01, 1),
 
 register(Method(
     name="lenient",
+    paper="Leviathan et al. 2023, A.5",
     summary="speculative sampling with lenience l (Leviathan et al. A.5): accepts drafts the target finds at least "
             "l times as likely; lossy below l = 1",
     lossy=lambda options: options is None or options.lenience < 1,

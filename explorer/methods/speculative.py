@@ -34,6 +34,7 @@ def start(request: Request, options) -> Decoding:
 
 register(Method(
     name="speculative",
+    paper="Leviathan et al. 2023",
     summary="speculative sampling (Leviathan et al.): draft γ tokens, verify them in one target pass",
     lossy=False,
     options=None,

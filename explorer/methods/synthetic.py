@@ -115,6 +115,7 @@ def start(request: Request, options: SyntheticOptions):
 
 register(Method(
     name="synthetic",
+    paper="Leviathan et al. 2023, Theorem 3.8",
     summary="the theory lab: speculative sampling with a synthetic draft that is right with probability α and "
             "costs c target steps, Theorem 3.8's assumptions by construction (greedy)",
     lossy=False,

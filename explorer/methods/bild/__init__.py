@@ -84,6 +84,7 @@ def _check_bild_detail(detail: dict, path: str) -> None:
 
 register(Method(
     name="bild",
+    paper="BiLD (Kim et al. 2023)",
     summary="Big Little Decoder (Kim et al.): the small model writes, the large one takes over and rolls back (lossy)",
     lossy=True,
     options=BildOptions,

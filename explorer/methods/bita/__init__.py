@@ -57,6 +57,7 @@ def system(rest: str) -> dict:
 
 register(Method(
     name="bita",
+    paper="BiTA (Lin et al. 2024)",
     summary="BiTA (Lin et al.): trained mask tokens draft a token tree that the target verifies while drafting the "
             "next one, in one forward pass (no draft model)",
     lossy=False,

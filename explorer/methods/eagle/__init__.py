@@ -19,6 +19,7 @@ from .trainer import FEATURE_HEAD_TRAINER
 
 register(Method(
     name="eagle",
+    paper="EAGLE (Li et al. 2024)",
     summary="EAGLE: speculative decoding with a trained feature-level draft head that predicts the target's next "
             "last-layer feature and reuses its LM head (the shipped preset for this model)",
     lossy=False,

@@ -69,6 +69,7 @@ SYNTAX = "eagle-tree[:m[:k[:depth]]]"
 
 register(Method(
     name="eagle-tree",
+    paper="EAGLE-2 (Li et al. 2024)",
     summary="EAGLE-2 (Li et al.): the trained feature head drafts a dynamic token tree — the nodes it is most confident "
             "in expanded, the best m kept — verified by the target in one forward",
     lossy=False,

@@ -18,6 +18,7 @@ from .trainers import EXIT_TRAINER, THETA_TRAINER
 
 register(Method(
     name="eesd",
+    paper="EESD (Liu et al. 2024)",
     summary="EESD: speculative decoding with a trained early-exit draft that shares the target's first layers, "
             "and a Thompson-sampling stop rule (the shipped preset for this model)",
     lossy=False,

@@ -97,6 +97,7 @@ SYNTAX = "lookahead[:W[:N[:G]]]"
 
 register(Method(
     name="lookahead",
+    paper="Lookahead decoding (Fu et al. 2024)",
     summary="Lookahead decoding (Fu et al.): no draft model — the target runs Jacobi iterations on a window of guesses "
             "beside each step, pools the n-grams they produce and verifies those that fit, in the same forward",
     lossy=False,

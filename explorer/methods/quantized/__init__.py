@@ -80,6 +80,7 @@ SYNTAX = "quantized[:int4|int8][:alone][/controller][@γ]"
 
 register(Method(
     name="quantized",
+    paper="QSpec (Zhao et al. 2025), QuantSpec (Tiwari et al. 2025)",
     summary="the target drafts for itself with its own weights in 4 bits (bf16 activations) and verifies in full "
             "precision: lossless; with role alone the 4-bit copy decodes by itself (lossy)",
     lossy=lambda options: options is not None and options.role == "alone",

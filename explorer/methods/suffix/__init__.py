@@ -102,6 +102,7 @@ def system(rest: str) -> dict:
 
 register(Method(
     name="suffix",
+    paper="SuffixDecoding (Oliaro et al. 2025)",
     summary="SuffixDecoding (Oliaro et al.): no draft model — the longest suffix of the context found in the target's "
             "earlier answers and the prompt grows a token tree of what followed it, verified in one forward",
     lossy=False,
