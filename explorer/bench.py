@@ -121,7 +121,7 @@ def run(model: str = "default", systems=DEFAULT_SYSTEMS, repeats: int = 3, max_n
         temperature: float = 0.0, gamma: int = DEFAULT_GAMMA, controller: str = DEFAULT_CONTROLLER, quick: bool = False,
         prompts: list[dict] | None = None, device: str | None = None, dtype: str | None = None,
         progress: Callable[[int, int, str], None] | None = None) -> dict:
-    """Run the benchmark and return ``{"rows": [...], "meta": {...}}`` (rows as documented in the README).
+    """Run the benchmark and return ``{"rows": [...], "meta": {...}}`` (rows as documented in docs/api.md).
 
     ``progress(done, total, line)`` is called after each run (default: the line on stderr)."""
     progress = progress or print_progress

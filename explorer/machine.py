@@ -2,7 +2,7 @@
 
 CPUs of one cloud machine kind differ: on two 2-core machines of this project's kind a one-token forward
 of the default model cost 30.9 ms on one (Intel Xeon, AMX, 480 MB L3) and 77.8 ms on the other, and the
-kernel that won on one lost on the other (README, "Speed on every CPU"). So a speed figure means nothing
+kernel that won on one lost on the other (docs/measurements.md, "Speed on every CPU"). So a speed figure means nothing
 without the CPU model, its cores and cache, its vector units, the torch version and the dtype, and every
 bench, race, profile and report records ``describe()``. ``fingerprint()`` keys what is measured or compiled
 once per machine (the kernel choice, the compiled decoder layer) under ``cache_root()``.

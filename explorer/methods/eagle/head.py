@@ -10,7 +10,7 @@ embedding and the LM head are the target's own, shared and frozen; FC (2H → H)
 the norm are trained (``train``). The layers attend over the head's own KV cache of earlier positions,
 built from the target's true features wherever the target has run.
 
-Differences from the paper, each measured in ``train``'s notes and the README: a final RMSNorm
+Differences from the paper, each measured in ``train``'s notes and docs/measurements.md: a final RMSNorm
 (initialised from the target's) so the predicted feature lives on the scale the LM head expects; the
 decoder layers start as copies of the target's last layers; the head may score only V' rows of the LM
 head (``vocab``: the V' most frequent answer tokens and EOS; q is 0 elsewhere, which keeps sampling

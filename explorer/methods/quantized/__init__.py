@@ -7,7 +7,7 @@ Why it pays on a CPU (Theorem 3.8): a draft that agrees with the target almost a
 fraction of its cost (c ≈ 0.3) is worth many tokens a round, where the trained drafts here agree 20–35 %
 of the time. The default model ships as a 4-bit GGUF, so its 4-bit copy has *exactly* the target's weights;
 only bf16 activations and the rounding of a 4-bit pass over the LM head separate the two (``lowbit_copy``). Quantised self-drafts are
-what QSpec (Zhao et al. 2024), QuantSpec (Tiwari et al. 2025) and ML-SpecQD (Georganas et al. 2025) build,
+what QSpec (Zhao et al. 2025), QuantSpec (Tiwari et al. 2025) and ML-SpecQD (Georganas et al. 2025) build,
 reporting 1.6–2.7×.
 
 This package registers the draft kinds ``int4`` and ``int8`` (``drafter``), which every method that takes
