@@ -2,7 +2,7 @@
 
 from . import methods
 from .api import METHODS, Decoding, decode, eesd_preset, method_preset, stream
-from .trace import RoundTrace, RunTrace
+from .trace import RoundTrace, RunTrace, read_json
 from .errors import ExplorerError, ModelLoadError, TraceFormatError
 from .models import LoadedModel, load
 
@@ -10,7 +10,7 @@ from .models import LoadedModel, load
 def load_trace(text: str | bytes) -> RunTrace:
     """A trace from its JSON text (validated, its method one of ``METHODS``; ``TraceFormatError`` for a
     malformed or foreign file)."""
-    return RunTrace.from_json(text, methods.trace_rules())
+    return read_json(text, methods.trace_rules())
 
 
 __all__ = [

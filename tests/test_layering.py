@@ -9,8 +9,11 @@
                 their draft kinds and trainers themselves)
     methods     one module per method: the engine and the layers below, never the UI or the plots
     viz         figures and HTML from traces: no torch, no transformers, no gradio, no model code (test_viz.py too)
+    whatif      the what-if maths and the parsers of other engines' logs: no torch, no transformers, no gradio
+                (its ``runs`` module, the bridge to our own runs, may)
     tools       operator tools (the soak tests): imported by the CLI alone, never by the app or the runtime;
                 nothing in the package imports the root ``app.py`` (the served app is ``ui.serving_demo()``)
+    circles     no two modules import each other, directly or round a circle
     tests       no test file imports another (shared fixtures: conftest.py; helpers: helpers.py, conftest_ui.py)
 
 Imports under ``if TYPE_CHECKING:`` are annotations, not dependencies, and are not counted.
@@ -20,8 +23,8 @@ trace's rule on heavy libraries, which is about import), and follows them throug
 transitively, in one of two ways:
 
 - what a layer depends on (which project modules: the leaves, trace, engine, below-the-methods, methods and tools
-  rules) follows every import, those inside functions too: a function's import is a dependency of
-  the module as much as one at the top;
+  rules, and the circles) follows every import, those inside functions too: a function's import is a dependency
+  of the module as much as one at the top;
 - what importing a module loads (the heavy libraries torch, transformers and gradio, and, for the viz, the model
   code: a view must replay a trace without them) follows only the imports that run at import: module level and
   class bodies, not inside a function. A function that imports torch where it needs it (``pace``'s probe,
@@ -263,9 +266,45 @@ def test_only_the_cli_imports_the_operator_tools_and_nothing_imports_app_py():
     assert not bad, f"{sorted(bad)} import the root app.py"
 
 
+def import_cycles() -> list[list[str]]:
+    """The circles among the package's modules (Tarjan's strongly connected components of the graph of every
+    import, those inside functions too; ``packages_above`` not counted: Python runs a package before its modules,
+    and a module importing its own package's names is no circle unless the package imports it back)."""
+    graph = {module_name(p): {n for n in imported_modules(module_name(p), False) if within(n, {"explorer"})}
+             for p in sorted(PACKAGE.rglob("*.py"))}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for after in sorted(graph.get(node, ())):
+            if after not in index:
+                visit(after)
+                low[node] = min(low[node], low[after])
+            elif after in stack:
+                low[node] = min(low[node], index[after])
+        if low[node] == index[node]:
+            component = stack[stack.index(node):]
+            del stack[stack.index(node):]
+            if len(component) > 1 or node in graph[node]:
+                cycles.append(sorted(component))
+
+    for node in graph:
+        if node not in index:
+            visit(node)
+    return cycles
+
+
+def test_no_import_cycles():
+    assert not (cycles := import_cycles()), f"modules that import each other, directly or round a circle: {cycles}"
+
+
 def test_the_rule_catches_a_violation(tmp_path, monkeypatch):
     """The checker itself: a forbidden import, relative or absolute, is seen; a TYPE_CHECKING one is not; a chain
-    through another module is followed (at import: not through a function's import)."""
+    through another module is followed (at import: not through a function's import); a circle is found."""
     engine = tmp_path / "explorer" / "engine"
     engine.mkdir(parents=True)
     bad = engine / "bad.py"
@@ -292,6 +331,7 @@ def chain_and_circle(package: Path, bad: Path) -> None:
     assert reached(view, {"torch"}, at_import=True) == ["explorer.viz.view -> explorer.viz -> torch"]
     assert not reached(package / "exits.py", {"torch"}, at_import=True)
     assert reached(package / "exits.py", {"torch"}, at_import=False) == ["explorer.exits -> torch"]
+    assert import_cycles() == [["explorer.engine.bad", "explorer.exits"]]
 
 
 # -- the tests themselves: no test file imports another ----------------------------------------------------

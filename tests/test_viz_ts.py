@@ -8,7 +8,7 @@ import pytest
 from helpers import load, make_trace
 
 from explorer import viz
-from explorer.trace import RunTrace
+from explorer.trace import read_json
 from explorer.viz.views import ts, views_for
 
 TS_VIEWS = {"ts-posterior", "ts-round-decisions", "ts-theta-calibration"}
@@ -194,7 +194,7 @@ def test_one_round_and_empty_rounds_never_crash(kind):
 
 
 def test_a_ts_trace_survives_the_json_round_trip(beta_trace):
-    back = RunTrace.from_json(beta_trace.to_json())
+    back = read_json(beta_trace.to_json())
     assert back.rounds[0].controller == beta_trace.rounds[0].controller
     assert views_for(back) and ts.posterior_figure(back, 0).data
 

@@ -6,7 +6,7 @@ import sys
 import time
 
 from ..errors import ExplorerError
-from . import _add_dtype, _add_method_options, _plain_text, method_options
+from .common import add_dtype, add_method_options, method_options, plain_text
 
 
 def add_parser(sub) -> None:
@@ -18,7 +18,7 @@ def add_parser(sub) -> None:
                                          "sampling audit of the first token against the target's distribution")
     audit.add_argument("--prompt", required=True, help="the prompt text (wrapped in the chat template unless --raw)")
     audit.add_argument("--model", default="default", help="default | hf:ORG/NAME | tiny-random[:SEED[:LAYERS]]")
-    _add_dtype(audit)
+    add_dtype(audit)
     audit.add_argument("--method", choices=list(METHODS), help="default: speculative with --draft")
     audit.add_argument("--draft", help=draft_forms() + " (a method's own draft where it has one)")
     audit.add_argument("--gamma", type=int)
@@ -30,7 +30,7 @@ def add_parser(sub) -> None:
     audit.add_argument("--top-p", type=float, default=1.0, help="1 = off")
     audit.add_argument("--seed", type=int, default=0, help="the sampling audit's first seed")
     audit.add_argument("--raw", action="store_true", help="use the prompt as it is, without the chat template")
-    _add_method_options(audit)
+    add_method_options(audit)
     audit.set_defaults(handler=handle)
 
 
@@ -56,7 +56,7 @@ def handle(args) -> int:
     trace = decode(args.model, args.prompt, max_new_tokens=args.max_new_tokens, **common)
     plain = decode(args.model, args.prompt, method="ar", max_new_tokens=args.max_new_tokens, chat=not args.raw,
                    dtype=args.dtype)
-    print(_plain_text(greedy_audit_text(trace, plain, greedy_audit(trace, plain))), flush=True)
+    print(plain_text(greedy_audit_text(trace, plain, greedy_audit(trace, plain))), flush=True)
     if args.runs:
         started = time.perf_counter()
 
@@ -67,5 +67,5 @@ def handle(args) -> int:
 
         result = sampling_audit(args.model, args.prompt, runs=args.runs, temperature=args.temperature,
                                 top_k=args.top_k, top_p=args.top_p, seed=args.seed, progress=progress, **common)
-        print(_plain_text(sampling_audit_text(result, lossy=result.lossy)))
+        print(plain_text(sampling_audit_text(result, lossy=result.lossy)))
     return 0

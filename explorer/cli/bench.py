@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from ..errors import ExplorerError
-from . import _add_dtype
+from .common import add_dtype
 
 
 def add_parser(sub) -> None:
@@ -30,7 +30,7 @@ def add_parser(sub) -> None:
     bench.add_argument("--controller", default=DEFAULT_CONTROLLER, choices=list(CONTROLLERS),
                        help=f"how γ changes between rounds, for systems that do not name one (default {DEFAULT_CONTROLLER})")
     bench.add_argument("--device", help="cpu | cuda (default: cuda when present)")
-    _add_dtype(bench)
+    add_dtype(bench)
     bench.add_argument("--prompts", choices=("shipped", "heldout"), default="shipped",
                        help="shipped: the 10 prompts the page offers (assets/prompts.json); heldout: 10 of the prompt "
                             "bank's held-out prompts, one per kind (nothing was trained or tuned on them)")

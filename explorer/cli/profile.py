@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..errors import ExplorerError
-from . import _add_dtype
+from .common import add_dtype
 
 
 def add_parser(sub) -> None:
@@ -13,7 +13,7 @@ def add_parser(sub) -> None:
     profile.add_argument("--context", type=int, default=128, help="cached tokens before the measured ones")
     profile.add_argument("--repeats", type=int, default=15)
     profile.add_argument("--device", help="cpu | cuda (default: cuda when present)")
-    _add_dtype(profile)
+    add_dtype(profile)
     profile.set_defaults(handler=handle)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..errors import ExplorerError
 from ..race import DEFAULT_LANES
-from . import _add_dtype, _write_report
+from .common import add_dtype, write_report
 
 
 def add_parser(sub) -> None:
@@ -16,7 +16,7 @@ def add_parser(sub) -> None:
                         help="a system as bench names it, or bild:<draft> (repeatable, at most 3; default: "
                              f"{', '.join(DEFAULT_LANES)})")
     racing.add_argument("--model", default="default")
-    _add_dtype(racing)
+    add_dtype(racing)
     racing.add_argument("--max-new-tokens", type=int, default=64)
     racing.add_argument("--temperature", type=float, default=0.0)
     racing.add_argument("--out", help="write the (last) race's report as JSON, for the page's Compare view")
@@ -57,5 +57,5 @@ def handle(args) -> int:
     if len(prompts) > 1:
         print("median × plain decoding: " + " · ".join(f"{k} ×{statistics.median(v):.2f}" for k, v in ratios.items()))
     if args.out:
-        _write_report(report, args.out)
+        write_report(report, args.out)
     return 0

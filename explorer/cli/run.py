@@ -7,7 +7,7 @@ import os
 import sys
 
 from ..errors import ExplorerError
-from . import _add_dtype, _add_method_options, _plain_text, method_options
+from .common import add_dtype, add_method_options, method_options, plain_text
 
 
 def add_parser(sub) -> None:
@@ -34,11 +34,11 @@ def add_parser(sub) -> None:
     run.add_argument("--seed", type=int, default=0)
     run.add_argument("--raw", action="store_true", help="use the prompt as it is, without the chat template")
     run.add_argument("--device", help="cpu | cuda (default: cuda when present)")
-    _add_dtype(run)
+    add_dtype(run)
     run.add_argument("--out", help="write the trace as JSON to this file ('-' prints the JSON instead of the text)")
     run.add_argument("--vs-ar", action="store_true", help="also decode plain (ar) on the same prompt and settings: "
                      "print the speed-up, whether the outputs match, and why the run had its speed")
-    _add_method_options(run)
+    add_method_options(run)
     run.set_defaults(handler=handle)
 
 
@@ -102,7 +102,7 @@ def _against_plain(trace, args) -> str:
     same = "identical output" if differs is None else f"output first differs at token {differs + 1}"
     shown = f"×{ratio:.2f}" if ratio is not None else f"unreliable: {doubt.short}" if doubt else "–"
     line = f"vs plain decoding (ar): {plain.summary.tokens_per_s or 0:.1f} tok/s → {shown}; {same}"
-    return line + "\n" + _plain_text(speed_explanation(trace, plain))
+    return line + "\n" + plain_text(speed_explanation(trace, plain))
 
 
 def summary_line(trace) -> str:

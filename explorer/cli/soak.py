@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from . import _write_report
+from .common import write_report
 
 
 def add_parser(sub) -> None:
@@ -44,7 +44,7 @@ def handle(args) -> int:
         report = soak_adversarial.run(model=model, host=args.host,
                                       progress=lambda line: print(line, file=sys.stderr, flush=True))
         if args.out:
-            _write_report(report, args.out)
+            write_report(report, args.out)
         print(soak_adversarial.summary(report))
         bad = [row for row in report["cancels"] if row["idle_after_s"] is None or row["idle_after_s"] > 2
                or row["most_computing"] > row["slots"]]
@@ -59,7 +59,7 @@ def handle(args) -> int:
                       cancel_every=args.cancel_every, seed=args.seed, host=args.host,
                       progress=lambda line: print(line, file=sys.stderr, flush=True))
     if args.out:
-        _write_report(report, args.out)
+        write_report(report, args.out)
     print(soak.summary(report))
     c = report["completion"]
     return 0 if (report["correctness"]["identical"] == report["correctness"]["checked"]

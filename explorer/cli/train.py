@@ -5,12 +5,12 @@ from __future__ import annotations
 
 
 def add_parser(sub) -> None:
-    from . import _Parser
+    from .common import Parser
 
     train = sub.add_parser("train", help="train a draft offline on the target's own answers (self-distillation)",
                            description="Offline trainers. Each writes an artifact (weights + JSON manifest) that "
                                        "the decoding methods find by the target model's fingerprint.")
-    _add_trainers(train.add_subparsers(dest="trainer", required=True, parser_class=_Parser, metavar="TRAINER"))
+    _add_trainers(train.add_subparsers(dest="trainer", required=True, parser_class=Parser, metavar="TRAINER"))
 
 
 def _add_trainers(trainers) -> None:

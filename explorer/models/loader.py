@@ -7,7 +7,7 @@ import torch
 
 from ..errors import ModelLoadError
 from .default import _load_default
-from .hub import _load_hub
+from .hub import load_hub
 from .loaded import LoadedModel
 from .quiet import quiet_transformers
 from .tiny import _build_tiny_random
@@ -71,7 +71,7 @@ def load(name, device: str | torch.device | None = None, dtype: str | torch.dtyp
         if spec == "default":
             model, tok = _load_default(weights)
         elif spec.startswith("hf:"):
-            model, tok = _load_hub(spec[3:], weights)
+            model, tok = load_hub(spec[3:], weights)
         elif spec == "tiny-random" or spec.startswith("tiny-random:"):
             model, tok = _build_tiny_random(spec, dt)
         else:

@@ -22,7 +22,9 @@ JSON carries ``"schema": "spec-explorer/trace@2"``.
 from .invariants import check_invariants
 from .model import (EMITTED_KINDS, EVENTS, SCHEMA, STOP_REASONS, MethodRules, RoundTrace, RunTrace, Settings, Summary,
                     Timing, acceptance_by_position, alpha_hat)
+from .read import read_dict, read_json
 from .schema import check_tree
 
 __all__ = ["EMITTED_KINDS", "EVENTS", "SCHEMA", "STOP_REASONS", "MethodRules", "RoundTrace", "RunTrace", "Settings",
-           "Summary", "Timing", "acceptance_by_position", "alpha_hat", "check_invariants", "check_tree"]
+           "Summary", "Timing", "acceptance_by_position", "alpha_hat", "check_invariants", "check_tree", "read_dict",
+           "read_json"]

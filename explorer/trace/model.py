@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 SCHEMA = "spec-explorer/trace@2"
 
@@ -195,22 +195,6 @@ class RunTrace:
         """The trace as JSON; compact unless ``indent`` (a compact upload downloads again no larger)."""
         separators = (",", ":") if indent is None else None
         return json.dumps(self.to_dict(), indent=indent, separators=separators, allow_nan=False, default=_finite)
-
-    @classmethod
-    def from_json(cls, text: str | bytes, methods: Mapping[str, MethodRules] | None = None) -> "RunTrace":
-        """A trace from its JSON file, every field checked (``TraceFormatError``, one line, otherwise);
-        ``methods``: the methods to accept and their own rules (``explorer.load_trace`` passes the
-        registry's); None accepts any method name and checks only the common fields."""
-        from .read import read_json  # the reader builds this class: imported when first used
-
-        return read_json(text, methods)
-
-    @classmethod
-    def from_dict(cls, data: Any, methods: Mapping[str, MethodRules] | None = None) -> "RunTrace":
-        """A trace from parsed JSON data, checked as ``from_json`` checks a file."""
-        from .read import read_dict
-
-        return read_dict(data, methods)
 
 
 def _finite(obj):

@@ -17,7 +17,9 @@ from .schema import check_size, read_trace
 
 
 def read_json(text: str | bytes, methods: Mapping[str, MethodRules] | None = None) -> RunTrace:
-    """A trace from its JSON file (``RunTrace.from_json``)."""
+    """A trace from its JSON file, every field checked (``TraceFormatError``, one line, otherwise); ``methods``:
+    the methods to accept and their own rules (``explorer.load_trace`` passes the registry's); None accepts any
+    method name and checks only the common fields."""
     try:
         data = parse(text, limits.MAX_TRACE_BYTES)
     except Refused as err:
@@ -26,7 +28,7 @@ def read_json(text: str | bytes, methods: Mapping[str, MethodRules] | None = Non
 
 
 def read_dict(data: Any, methods: Mapping[str, MethodRules] | None = None) -> RunTrace:
-    """A trace from parsed JSON data, checked as a file is (``RunTrace.from_dict``)."""
+    """A trace from parsed JSON data, checked as ``read_json`` checks a file."""
     if not isinstance(data, dict):
         raise TraceFormatError("not a trace file: the JSON is not an object")
     schema = data.get("schema")
