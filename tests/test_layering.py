@@ -9,8 +9,9 @@
                 their draft kinds and trainers themselves)
     methods     one module per method: the engine and the layers below, never the UI or the plots
     viz         figures and HTML from traces: no torch, no transformers, no gradio, no model code (test_viz.py too)
-    whatif      the what-if maths and the parsers of other engines' logs: no torch, no transformers, no gradio
-                (its ``runs`` module, the bridge to our own runs, may)
+    whatif      the what-if (a package): no torch, transformers or gradio at import; its maths and the parsers of
+                the engines' files (``model``, ``counts``, ``parsers``) need nothing but the leaves and each other,
+                not even in a function (``runs``, the bridge to our own runs, and ``sources`` reach the API)
     tools       operator tools (the soak tests): imported by the CLI alone, never by the app or the runtime;
                 nothing in the package imports the root ``app.py`` (the served app is ``ui.serving_demo()``)
     circles     no two modules import each other, directly or round a circle
@@ -22,17 +23,17 @@ A rule counts a module's own imports wherever they stand, inside functions too (
 trace's rule on heavy libraries, which is about import), and follows them through the modules of the package,
 transitively, in one of two ways:
 
-- what a layer depends on (which project modules: the leaves, trace, engine, below-the-methods, methods and tools
-  rules, and the circles) follows every import, those inside functions too: a function's import is a dependency
-  of the module as much as one at the top;
+- what a layer depends on (which project modules: the leaves, trace, engine, below-the-methods, methods, whatif
+  and tools rules, and the circles) follows every import, those inside functions too: a function's import is a
+  dependency of the module as much as one at the top;
 - what importing a module loads (the heavy libraries torch, transformers and gradio, and, for the viz, the model
   code: a view must replay a trace without them) follows only the imports that run at import: module level and
   class bodies, not inside a function. A function that imports torch where it needs it (``pace``'s probe,
   ``limits.gpu_present``) loads it only for its callers, and the leaves do so on purpose.
 
-Importing ``explorer.a.b`` also runs the packages above it (``explorer/a/__init__.py``): they are followed, but
-the root ``explorer/__init__.py`` (the public API, which loads the engine and the models) is not, or every module
-would reach everything."""
+Importing ``explorer.a.b`` also runs the packages above it (``explorer/a/__init__.py``): what importing loads
+follows them, but not the root ``explorer/__init__.py`` (the public API, which loads the engine and the models), or
+every module would load everything; what a module depends on follows the modules it names only."""
 
 from __future__ import annotations
 
@@ -143,14 +144,14 @@ def packages_above(name: str) -> set[str]:
 
 def reached(path: Path, prefixes, at_import: bool) -> list[str]:
     """Each module of ``prefixes`` that the module at ``path`` reaches, as the chain that reaches it ("a -> b ->
-    torch"): through every module of the package it reaches, that module's imports (``at_import``: those at
-    module level only) and the packages above it but the root."""
+    torch"), through every module of the package it reaches: what it depends on (every import), or ``at_import``
+    what importing it loads (the imports at module level, and the packages above each module but the root)."""
     start = module_name(path)
     via: dict[str, str] = {}
     todo = [start]
     while todo:
         current = todo.pop()
-        for found in sorted(imported_modules(current, at_import) | packages_above(current)):
+        for found in sorted(imported_modules(current, at_import) | (packages_above(current) if at_import else set())):
             if found not in via and found != start:
                 via[found] = current
                 if within(found, {"explorer"}):
@@ -264,6 +265,20 @@ def test_only_the_cli_imports_the_operator_tools_and_nothing_imports_app_py():
     assert reached(PACKAGE / "__main__.py", {"explorer.tools"}, at_import=False)  # and follows the CLI to the tools
     bad = {str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py") if "app" in project_imports(p)}
     assert not bad, f"{sorted(bad)} import the root app.py"
+
+
+WHATIF_PURE = [PACKAGE / "whatif" / f"{name}.py" for name in ("model", "counts", "parsers")]
+
+
+@pytest.mark.parametrize("path", modules("whatif"), ids=lambda p: p.name)
+def test_whatif_loads_no_torch(path):
+    assert not (bad := reached(path, HEAVY, at_import=True)), bad
+
+
+@pytest.mark.parametrize("path", WHATIF_PURE, ids=lambda p: p.name)
+def test_the_whatif_maths_and_parsers_need_nothing_but_the_leaves(path):
+    allowed = LEAF_MODULES | {module_name(p) for p in WHATIF_PURE}
+    assert not (bad := outside(path, allowed)), bad
 
 
 def import_cycles() -> list[list[str]]:
