@@ -46,10 +46,9 @@ from typing import Callable
 import torch
 from transformers import DynamicCache
 
-from ...artifacts import fingerprint
 from ...engine.forward import decoder_parts
 from ...errors import ExplorerError
-from ...models import LoadedModel, cache_root
+from ...models import LoadedModel
 from ...progress import print_progress
 from ...train import checkpoint
 from ...train.distill import lr_factor
@@ -82,15 +81,12 @@ class BitaTrainConfig:
 
     def __post_init__(self):
         check_counts(self.prompt_tokens, self.mask_tokens)
-        checks = [
+        checkpoint.check_config([
             (self.steps >= 1 and self.batch >= 1 and self.groups >= 1, "--steps, --batch and --groups must be at least 1"),
             (self.lr > 0 and 0 <= self.warmup < 1, "--lr must be > 0 (and warmup in [0, 1))"),
             (self.eval_top_k >= 1 and self.max_new_tokens >= self.mask_tokens + 2,
              "eval top-k >= 1, and answers long enough for the mask tokens"),
-        ]
-        for ok, message in checks:
-            if not ok:
-                raise ExplorerError(message)
+        ])
 
 
 @dataclass(frozen=True, eq=False)
@@ -253,8 +249,9 @@ def train_bita(target: LoadedModel, config: BitaTrainConfig, prompts: list[dict]
     params = [torch.nn.Parameter(t.detach().float().clone()) for t in (init.prompt_keys, init.prompt_values, init.masks)]
     optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=0.0)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_factor(step, config.steps, config.warmup, floor=0.05))
-    checkpoint_file = _checkpoint_path(target, train, config)
-    losses, spent = _resume(checkpoint_file, params, optimizer, schedule)
+    data = hashlib.sha1(json.dumps([[s.prompt_id, len(s.answer_ids)] for s in train]).encode()).hexdigest()
+    checkpoint_file = checkpoint.run_path("bita-runs", target.model, config, data=data)
+    losses, spent = checkpoint.resume(checkpoint_file, optimizer, schedule, lambda state: _restore(params, state))
     first = len(losses)
     if first:
         progress(first, config.steps, f"[bita] resumed from {checkpoint_file.name} at step {first}")
@@ -335,20 +332,8 @@ def _step_samples(step: int, count: int, config: BitaTrainConfig) -> list[int]:
     return [int(perms[i // count][i % count]) for i in index]
 
 
-def _checkpoint_path(target: LoadedModel, train: list[Sample], config: BitaTrainConfig) -> Path:
-    data = hashlib.sha1(json.dumps([[s.prompt_id, len(s.answer_ids)] for s in train]).encode()).hexdigest()
-    key = json.dumps({"config": asdict(config), "data": data}, sort_keys=True)
-    digest = hashlib.sha1(key.encode()).hexdigest()[:16]
-    return cache_root() / "bita-runs" / f"{fingerprint(target.model)}-{digest}.pt"
-
-
-def _resume(path: Path, params, optimizer, schedule) -> tuple[list[float], float]:
-    saved = checkpoint.resume(path, optimizer, schedule)
-    if saved is None:
-        return [], 0.0
-    state, losses, seconds = saved
+def _restore(params, state: dict) -> None:
     with torch.no_grad():
         for p, name in zip(params, TOKEN_NAMES):
             p.copy_(state[name])
-    return losses, seconds
 

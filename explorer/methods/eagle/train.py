@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import json
 import time
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
@@ -42,10 +41,9 @@ import torch
 import torch.nn.functional as F
 from transformers import DynamicCache
 
-from ...artifacts import fingerprint
 from ...engine.forward import decoder_parts
 from ...errors import ExplorerError
-from ...models import LoadedModel, cache_root
+from ...models import LoadedModel
 from ...progress import print_progress
 from ...train import checkpoint
 from ...train.data import CORPUS_MODES, corpus, load_prompt_bank, self_generated
@@ -83,7 +81,7 @@ class HeadTrainConfig:
     init: str = ""  # the digest of a trained head this run continues from (``--init``); "" = a fresh head
 
     def __post_init__(self):
-        checks = [
+        checkpoint.check_config([
             (1 <= self.layers <= MAX_LAYERS, f"--layers must be 1 to {MAX_LAYERS}"),
             (self.vocab is None or self.vocab >= 2, "--vocab must be at least 2 (or left out: the whole vocabulary)"),
             (self.tokens >= 1 and self.steps >= 1, "--tokens and --steps must be at least 1"),
@@ -94,10 +92,7 @@ class HeadTrainConfig:
              "the loss weights must be >= 0 and not both 0"),
             (0 < self.token_share <= 1, "--token-share must be in (0, 1]"),
             (self.mode in CORPUS_MODES, f"unknown mode {self.mode!r}: use one of {', '.join(CORPUS_MODES)}"),
-        ]
-        for ok, message in checks:
-            if not ok:
-                raise ExplorerError(message)
+        ])
 
 
 @dataclass(frozen=True, eq=False)
@@ -258,12 +253,10 @@ def _fit(target, head: FeatureHead, windows: Windows, feats: Features, config: H
     params = list(head.parameters())
     optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=0.0)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, config.steps, config.warmup))
-    checkpoint_file = _checkpoint_path(target, windows, head, config)
-    saved = checkpoint.resume(checkpoint_file, optimizer, schedule)
-    losses, spent = [], 0.0
-    if saved is not None:
-        state, losses, spent = saved
-        head.load_state_dict(state["head"])
+    checkpoint_file = checkpoint.run_path("feature-head-runs", target.model, config, windows=windows.digest(),
+                                          vocab=head.vocab.tolist() if head.vocab is not None else None)
+    losses, spent = checkpoint.resume(checkpoint_file, optimizer, schedule,
+                                      lambda state: head.load_state_dict(state["head"]))
     first = len(losses)
     weight = head_rows(target.model, head.vocab)  # (V', H)
     rows_of = remap(head.vocab, target.vocab_size)
@@ -349,10 +342,3 @@ def _coverage(vocab: torch.Tensor | None, samples) -> float:
 
 def _percent(values) -> str:
     return " / ".join(f"{v:.0%}" for v in values)
-
-
-def _checkpoint_path(target, windows: Windows, head: FeatureHead, config: HeadTrainConfig) -> Path:
-    key = json.dumps({"config": asdict(config), "windows": windows.digest(),
-                      "vocab": head.vocab.tolist() if head.vocab is not None else None}, sort_keys=True)
-    digest = hashlib.sha1(key.encode()).hexdigest()[:16]
-    return cache_root() / "feature-head-runs" / f"{fingerprint(target.model)}-{digest}.pt"

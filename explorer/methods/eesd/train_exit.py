@@ -36,7 +36,7 @@ import torch
 
 from ...engine.forward import decoder_parts
 from ...errors import ExplorerError
-from ...models import LoadedModel, cache_root
+from ...models import LoadedModel
 from ...progress import print_progress
 from ...train import checkpoint
 from ...train.data import CORPUS_MODES, corpus, load_prompt_bank, self_generated
@@ -72,7 +72,7 @@ class TrainConfig:
     data_seed: int = 0
 
     def __post_init__(self):
-        checks = [
+        checkpoint.check_config([
             (self.n_layers >= 1, "--layers must be at least 1"),
             (1 <= self.exit_layers <= MAX_EXIT_LAYERS, f"--exit-layers must be 1 to {MAX_EXIT_LAYERS}"),
             (self.tokens >= 1 and self.steps >= 1, "--tokens and --steps must be at least 1"),
@@ -81,10 +81,7 @@ class TrainConfig:
             (self.mode in CORPUS_MODES, f"unknown mode {self.mode!r}: use one of {', '.join(CORPUS_MODES)}"),
             (self.lr > 0 and 0 <= self.warmup < 1, "lr must be > 0 and warmup in [0, 1)"),
             (self.batch >= 1 and self.window >= 8 and self.top_k >= 1, "batch >= 1, window >= 8, top_k >= 1"),
-        ]
-        for ok, message in checks:
-            if not ok:
-                raise ExplorerError(message)
+        ])
 
 
 @dataclass(frozen=True, eq=False)
@@ -175,8 +172,10 @@ def _fit(target, head: ExitHead, windows: Windows, feats: Features, config: Trai
         module.train().requires_grad_(True)
     optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=0.0)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_factor(step, config.steps, config.warmup))
-    checkpoint_file = _checkpoint_path(target, windows, head, config)
-    losses, spent = _resume(checkpoint_file, head, optimizer, schedule)
+    checkpoint_file = checkpoint.run_path("early-exit-runs", target.model, config, f"-n{config.n_layers}",
+                                          windows=windows.digest(),
+                                          vocab=head.vocab.tolist() if head.vocab is not None else None)
+    losses, spent = checkpoint.resume(checkpoint_file, optimizer, schedule, lambda state: _restore(head, state))
     first = len(losses)
     weight = head_rows(target.model, head.vocab)
     rows_of = remap(head.vocab, target.vocab_size)
@@ -233,24 +232,7 @@ def _ce(logq, next_ids, sel, remap) -> torch.Tensor:
     return -logq[keep].gather(-1, index[keep, None]).mean()
 
 
-def _checkpoint_path(target, windows: Windows, head: ExitHead, config: TrainConfig) -> Path:
-    import hashlib
-    import json
-
-    from ...artifacts import fingerprint
-
-    key = json.dumps({"config": asdict(config), "windows": windows.digest(),
-                      "vocab": head.vocab.tolist() if head.vocab is not None else None}, sort_keys=True)
-    digest = hashlib.sha1(key.encode()).hexdigest()[:16]
-    return cache_root() / "early-exit-runs" / f"{fingerprint(target.model)}-n{config.n_layers}-{digest}.pt"
-
-
-def _resume(path: Path, head, optimizer, schedule) -> tuple[list[float], float]:
-    saved = checkpoint.resume(path, optimizer, schedule)
-    if saved is None:
-        return [], 0.0
-    state, losses, seconds = saved
+def _restore(head: ExitHead, state: dict) -> None:
     for layer, saved in zip(head.layers, state["layers"]):
         layer.load_state_dict(saved)
     head.norm.load_state_dict(state["norm"])
-    return losses, seconds
