@@ -170,10 +170,6 @@ class CostAware:
     def c(self) -> float:
         return self.costs.c
 
-    def expected_rates(self, evidence: str | None = None) -> list[float]:
-        """Expected tokens per target-step time for k = 0..γ."""
-        return self.costs.rates(self.alpha_for(evidence))
-
     def draft_length(self, evidence=None) -> int:
         self.evidence = evidence
         return self.costs.best_length(self.alpha_for(evidence))
