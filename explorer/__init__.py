@@ -1,7 +1,7 @@
 """The Speculative Decoding Explorer: a decoding engine that records every round, and views of it."""
 
 from . import methods
-from .api import METHODS, Decoding, decode, eesd_preset, method_preset, stream
+from .api import METHODS, Decoding, decode, method_preset, stream
 from .trace import RoundTrace, RunTrace, read_json
 from .errors import ExplorerError, ModelLoadError, TraceFormatError
 from .models import LoadedModel, load
@@ -15,5 +15,5 @@ def load_trace(text: str | bytes) -> RunTrace:
 
 __all__ = [
     "METHODS", "Decoding", "ExplorerError", "LoadedModel", "ModelLoadError", "RoundTrace", "RunTrace",
-    "TraceFormatError", "decode", "eesd_preset", "load", "load_trace", "method_preset", "stream",
+    "TraceFormatError", "decode", "load", "load_trace", "method_preset", "stream",
 ]

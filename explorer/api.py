@@ -13,7 +13,6 @@ import threading
 from collections import OrderedDict
 
 from . import methods
-from .methods.eesd import exits
 from .engine import fast
 from .engine.controllers import DEFAULT_CONTROLLER, DEFAULT_GAMMA, check_controller
 from .engine.sampling import SamplingConfig
@@ -85,11 +84,6 @@ def _start(model, prompt, prompt_ids, method, draft, gamma, controller, temperat
     request = methods.Request(target, prompt, ids, cfg, settings, draft if chosen.draft != "none" else None,
                               lambda spec: load_cached(spec, device, dtype), chosen.round_tokens, session)
     return chosen.start(request, method_options)
-
-
-def eesd_preset(model="default", device=None, dtype=None) -> dict:
-    """What ``method="eesd"`` runs for this model: {draft, controller, gamma, why}."""
-    return exits.eesd_preset(load_cached(model, device, dtype).model)
 
 
 def method_preset(method: str, model="default", device=None, dtype=None) -> dict:

@@ -11,7 +11,7 @@ from explorer.errors import ExplorerError
 
 
 def test_the_preset_names_a_shipped_exit_and_a_known_controller(default_model):
-    preset = explorer.eesd_preset(default_model.model)
+    preset = explorer.method_preset("eesd", default_model.model)
     kind, n = preset["draft"].split(":")
     assert kind == "early-exit" and exits.find_exit(default_model.model, int(n)) is not None
     assert preset["controller"] in ("beta-ts", "cali-ts", "beta-ts-priced", "cali-ts-priced") and 1 <= preset["gamma"] <= 16
@@ -24,7 +24,7 @@ def test_eesd_runs_the_preset_and_is_lossless(default_model):
     prompt = "Explain what a prime number is in two sentences."
     eesd = explorer.decode(default_model, prompt, method="eesd", max_new_tokens=32)
     ar = explorer.decode(default_model, prompt, method="ar", max_new_tokens=32)
-    preset = explorer.eesd_preset(default_model.model)
+    preset = explorer.method_preset("eesd", default_model.model)
     assert eesd.output_ids == ar.output_ids
     assert eesd.draft == preset["draft"] and eesd.settings.controller == preset["controller"]
     assert "trained exit layer" in eesd.draft_about
