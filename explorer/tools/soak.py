@@ -30,16 +30,17 @@ It reports:
 - memory: the process's resident set size (server, models and clients: one process) sampled every
   second, with its start, peak and end; a leak shows as an end far above the start;
 - latency: p50 / p95 / max from submit to result, per request (queueing included) and per method;
-- concurrency: the most decodes that ran at once in the server, counted as threads executing
-  ``api_decode`` (sampled 5 times a second; a decode a cancel did not stop still counts) and for about
-  how long that was over the app's limit (``DECODE_CONCURRENCY``), the most slots Gradio's queue thought
-  were busy, and how long leftover decodes took to finish after the last client was done;
+- concurrency: the most decodes that computed at once in the server, counted by the app's own job gate
+  (``ui.jobs.WORK``: the slots held, sampled 5 times a second; a decode a cancel did not stop still counts
+  until its round ends) and for about how long that was over the app's limit (``DECODE_CONCURRENCY``), the
+  most decodes under way at once (``WORK.running``: computing, between two rounds or waiting for a slot), and
+  how long leftover decodes took to finish after the last client was done;
 - wall time.
 
 It is bounded (at most 32 clients and 2000 decodes), so it cannot be turned into a denial of service.
 The CLI exits 0 when every job finished or was cancelled, none failed and every output was identical;
-else 1. Going over the concurrency limit is reported, not failed: a cancel ends a running decode only at
-its next round, so a fresh job may briefly overlap it.
+else 1. Going over the concurrency limit is reported, not failed: a decode computes only holding one of the
+limit's slots (``ui.jobs.gated``), so the count passing the limit would mean the gate leaks.
 """
 
 from __future__ import annotations
@@ -221,16 +222,16 @@ def served(host: str):
 
 
 class Sampler:
-    """Samples, in a thread, the process's RSS (every second) and the decodes running in the server."""
+    """Samples, in a thread, the process's RSS (every second) and the decodes running in the server (the app's
+    job counters, ``ui.jobs.WORK``: the soak runs no other job)."""
 
-    def __init__(self, demo):
+    def __init__(self):
         from ..ui.layout import DECODE_CONCURRENCY
 
-        self.demo = demo
         self.t0 = time.perf_counter()
         self.series: list[dict] = []  # every second: {t, rss_mb, running}
         self.max_running = 0
-        self.max_slots: int | None = None
+        self.max_under_way = 0
         self.over_limit_samples = 0
         self.limit = DECODE_CONCURRENCY
         self._stop = threading.Event()
@@ -238,25 +239,19 @@ class Sampler:
 
     @staticmethod
     def running_decodes() -> int:
-        """Threads now executing ``Handlers.api_decode`` (whether or not Gradio still counts them). It is a
-        generator that Gradio resumes once per round, so this counts decodes computing a round now; one
-        that waits between rounds, or that a cancel ended, holds no thread and is not counted."""
-        count = 0
-        for frame in sys._current_frames().values():
-            while frame is not None:
-                code = frame.f_code
-                if code.co_name == "api_decode" and code.co_filename.endswith("handlers.py"):
-                    count += 1
-                    break
-                frame = frame.f_back
-        return count
+        """Decodes computing a round now (whether or not Gradio still counts them): the slots of ``WORK`` held.
+        The API's decode is a generator that Gradio resumes once per round and that holds a slot only while it
+        computes, so one that waits between rounds, or that a cancel ended, is not counted."""
+        from ..ui.jobs import WORK
 
-    def busy_slots(self) -> int | None:
-        """The slots Gradio's queue counts as busy for the decode concurrency group (private API)."""
-        try:
-            return self.demo._queue.event_queue_per_concurrency_id["decode"].current_concurrency
-        except (AttributeError, KeyError, TypeError):
-            return None
+        return WORK.busy
+
+    @staticmethod
+    def under_way() -> int:
+        """Decodes started and not ended (``WORK.running``): computing, between two rounds or waiting for a slot."""
+        from ..ui.jobs import WORK
+
+        return WORK.running
 
     def _loop(self):
         tick = 0
@@ -264,9 +259,7 @@ class Sampler:
             running = self.running_decodes()
             self.max_running = max(self.max_running, running)
             self.over_limit_samples += running > self.limit
-            slots = self.busy_slots()
-            if slots is not None:
-                self.max_slots = max(self.max_slots or 0, slots)
+            self.max_under_way = max(self.max_under_way, self.under_way())
             if tick % round(1 / SAMPLE_EVERY_S) == 0:
                 self.series.append({"t": round(time.perf_counter() - self.t0, 1), "rss_mb": _round(rss_mb()),
                                     "running": running})
@@ -402,13 +395,13 @@ def run(clients: int = 8, runs: int = 50, max_new_tokens: int = 16, model: str =
 
     jobs: list[dict] = []
     lock = threading.Lock()
-    with served(host) as (demo, url):
+    with served(host) as (_, url):
         say(f"serving on {url}; {clients} clients × {runs} decodes ({clients * runs} in all)")
         # job n runs assignment[n]: every request equally often, in a seeded shuffled order (so that a
         # cancel pattern never lines up with the methods)
         assignment = [requests[n % len(requests)] for n in range(clients * runs)]
         random.Random(seed).shuffle(assignment)
-        sampler = Sampler(demo).start()
+        sampler = Sampler().start()
         t0 = time.perf_counter()
         threads = [threading.Thread(target=_client_loop, name=f"soak-client-{c}",
                                     args=(url, c, clients, runs, assignment, references, max_new_tokens, seed, model,
@@ -487,7 +480,7 @@ def _report(jobs, sampler, references, skipped, config, wall_s, reference_s, rss
         "rss_mb": {"before_models": _round(rss_before), "start": rss[0] if rss else None,
                    "peak": max(rss, default=None), "end": rss[-1] if rss else None, "series": sampler.series},
         "concurrency": {**concurrency, "max_running_decodes": sampler.max_running,
-                        "max_busy_slots": sampler.max_slots,
+                        "max_under_way": sampler.max_under_way,
                         "over_limit_s": round(sampler.over_limit_samples * SAMPLE_EVERY_S, 1),
                         "within_limit": sampler.max_running <= limit},
         "jobs": jobs,
@@ -528,7 +521,7 @@ def summary(report: dict) -> str:
     lines.append(f"RSS: {mb(r['before_models'])} before the models · start {mb(r['start'])} · peak {mb(r['peak'])} "
                  f"· end {mb(r['end'])} ({len(r['series'])} samples)")
     within = "within the limit" if cc["within_limit"] else f"OVER the limit for about {cc['over_limit_s']:.1f} s"
-    slots = "" if cc["max_busy_slots"] is None else f", Gradio's busy slots at most {cc['max_busy_slots']}"
+    slots = f", at most {cc['max_under_way']} under way"
     lines.append(f"concurrency: at most {cc['max_running_decodes']} decodes ran at once (limit {cc['limit']}"
                  f"{slots}) · {within} · "
                  f"{cc['running_when_clients_done']} still running when the clients were done, drained in "

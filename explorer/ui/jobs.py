@@ -13,7 +13,8 @@ three decodes ran under a limit of two). So:
 - any other job holds a slot for the whole of its work (``WORK.slot()``) and asks ``stopped(session)`` at
   least once per run: true once the page that started it was closed (``demo.unload`` → ``close``).
 
-``WORK`` counts the jobs computing at once (``busy``, ``most``) for the tests and the soak.
+``WORK`` counts the jobs computing at once (``busy``, ``most``) and the generator jobs under way (``running``:
+computing, between two steps or waiting for a slot) for the tests and the soak.
 """
 
 from __future__ import annotations
@@ -29,13 +30,14 @@ REMEMBERED_CLOSED = 4096  # closed pages remembered (their ids are never reused;
 
 
 class Work:
-    """A semaphore of ``slots`` that also counts how many hold it now and at most."""
+    """A semaphore of ``slots`` that also counts how many hold it now and at most, and how many generator jobs
+    are under way (``running``: from their first step to their end, whether they hold a slot or not)."""
 
     def __init__(self, slots: int):
         self.slots = max(1, slots)
         self._semaphore = threading.BoundedSemaphore(self.slots)
         self._lock = threading.Lock()
-        self.busy = self.most = 0
+        self.busy = self.most = self.running = 0
 
     @contextlib.contextmanager
     def slot(self):
@@ -50,6 +52,17 @@ class Work:
                 self.busy -= 1
             self._semaphore.release()
 
+    @contextlib.contextmanager
+    def job(self):
+        """A generator job under way (``running``), from its first step to its end."""
+        with self._lock:
+            self.running += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self.running -= 1
+
 
 WORK = Work(DECODE_CONCURRENCY)
 
@@ -60,17 +73,18 @@ def gated(handler):
 
     @functools.wraps(handler)
     def run(*args, **kwargs):
-        steps = handler(*args, **kwargs)
-        try:
-            while True:
-                with WORK.slot():
-                    try:
-                        item = next(steps)
-                    except StopIteration:
-                        return
-                yield item
-        finally:
-            steps.close()  # a generator Gradio dropped: its own finally blocks run now (Stop bookkeeping, …)
+        with WORK.job():
+            steps = handler(*args, **kwargs)
+            try:
+                while True:
+                    with WORK.slot():
+                        try:
+                            item = next(steps)
+                        except StopIteration:
+                            return
+                    yield item
+            finally:
+                steps.close()  # a generator Gradio dropped: its own finally blocks run now (Stop bookkeeping, …)
 
     return run
 
