@@ -13,6 +13,7 @@ import threading
 from collections import OrderedDict
 
 from . import methods
+from .methods import eesd  # noqa: F401 (registered first, as ever: early-exit stays the third draft kind in every list)
 from .engine import fast
 from .engine.controllers import DEFAULT_CONTROLLER, DEFAULT_GAMMA, check_controller
 from .engine.sampling import SamplingConfig
