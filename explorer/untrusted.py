@@ -81,16 +81,17 @@ class Kind:
 
 
 class ListOf(Kind):
-    """A list (or tuple) of at most ``most`` items of one kind."""
+    """A list (or tuple) of ``least`` (default 0) to ``most`` items of one kind."""
 
     container = True
 
-    def __init__(self, item: Kind, most: int, words: str):
-        super().__init__(words, lambda v: isinstance(v, (list, tuple)) and len(v) <= most and all(map(item.ok, v)))
-        self.item, self.most = item, most
+    def __init__(self, item: Kind, most: int, words: str, least: int = 0):
+        super().__init__(words, lambda v: isinstance(v, (list, tuple)) and least <= len(v) <= most
+                         and all(map(item.ok, v)))
+        self.item, self.most, self.least = item, most, least
 
     def explain(self, value: Any, path: str) -> str:
-        if not isinstance(value, (list, tuple)) or len(value) > self.most:
+        if not isinstance(value, (list, tuple)) or not self.least <= len(value) <= self.most:
             return super().explain(value, path)
         i = next(i for i, v in enumerate(value) if not self.item.ok(v))
         if self.item.container:

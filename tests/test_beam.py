@@ -115,10 +115,11 @@ def test_a_forged_beam_step_is_refused(default_model):
     t = explorer.decode(default_model, PROMPTS[2], method="beam", draft="early-exit:4", beam_width=2, max_new_tokens=6)
     data = json.loads(t.to_json())
     beam = data["rounds"][0]["detail"]["beam"]
-    for forge, message in ((("rule", "greedy"), "must name its rule"), (("kinds", ["maybe"]), "kinds must name"),
+    for forge, message in ((("rule", "greedy"), "beam\\.rule must be one of exact, 004"),
+                           (("kinds", ["maybe"]), "beam\\.kinds must be a list of step kinds .*kinds\\[0\\] is 'maybe'"),
                            (("best", [99] * len(beam["layers"])), "best\\[0\\] must be -1"),
                            (("layers", [[{"parent": 0, "tokens": [], "score": 0, "kept": True, "finished": False}]]),
-                            "must be a candidate")):
+                            "layers\\[0\\]\\[0\\]\\.tokens must be a list of 1 to 17 token ids")):
         forged = json.loads(json.dumps(data))
         forged["rounds"][0]["detail"]["beam"][forge[0]] = forge[1]
         if forge[0] == "layers":
