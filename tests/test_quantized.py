@@ -15,6 +15,7 @@ from explorer.methods.quantized.lowbit_copy import lowbit_copy
 from explorer.models.default import local_default_gguf
 from explorer.models.gguf import q4_1_blocks
 from explorer.viz.views.quantized import copy_html, margin_figure, margins_by_fate, partings
+from explorer.words import plural
 
 PROMPTS = ["Why is the sky blue?", "Write a Python function that returns the n-th Fibonacci number."]
 
@@ -182,7 +183,7 @@ def test_the_views_say_where_the_copy_parted(tiny_target):
     fig = margin_figure(run, 0)
     assert "refusals at a near-tie" in fig.layout.title.text and len(fig.data) == 2
     panel = copy_html(run, 0)
-    assert f"parted {len(parts)} time(s)" in panel and "<table" in panel
+    assert f"parted {plural(len(parts), 'time')}" in panel and "<table" in panel
     alone = explorer.decode(tiny_target, "hello", method="quantized", quantized_role="alone", max_new_tokens=8)
     assert "decoded alone" in copy_html(alone, 0)
     assert "no target checked it" in str(margin_figure(alone, 0).layout.annotations[0].text)

@@ -107,3 +107,14 @@ def test_audit_says_how_first_tokens_came_about_in_whole_sentences():
     assert "in 20" not in text and "in 15" not in text
     assert "In 15 of the 20 runs the target refused the draft's first token and drew its own correction" in text
     assert "in 5 it accepted the draft's token" in text and "2 degrees of freedom" in text
+
+
+def test_no_sentence_the_page_writes_counts_in_word_s():
+    """'44 token(s)' reads as a form, not a sentence: every count the views, the summary and the page's handlers
+    write takes its number (``plural``). Read from the source, so a new view is held to it too."""
+    package = __import__("pathlib").Path(explorer.__file__).parent
+    found = [f"{path.relative_to(package)}:{i}" for folder in ("viz", "ui", "cli")
+             for path in sorted((package / folder).rglob("*.py"))
+             for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+             if re.search(r"(?<= )[a-z]+\(s\)", line) and "palindrome(s)" not in line]
+    assert not found, found

@@ -15,6 +15,7 @@ from plotly.subplots import make_subplots
 
 from ..style import FATE_COLOURS, OKABE_ITO, SERIES, TARGET_COLOUR, base_layout, tint
 from ..text import inline_html, piece, plot_label
+from ...words import plural
 from . import MethodView, register, register_note
 
 SMALL_COLOUR = FATE_COLOURS["accepted"]
@@ -41,7 +42,7 @@ def bild_tokens_html(trace, round_index: int) -> str:
             if rb and j == rb["position"]:
                 flushed = "".join(inline_html(piece(trace, t)) for t in r.drafted[j:])
                 mark = f"rollback at m = {j}: −log p_L = {rb['distance']:.2f} > α_RB = {r.detail['rollback_threshold']}"
-                gone = f"flushed in round {r.index + 1}: {rb['flushed']} small-model token(s)"
+                gone = f"flushed in round {r.index + 1}: {plural(rb['flushed'], 'small-model token')}"
                 parts.append(f'<span class="bild-mark" data-tip="{html.escape(mark)}">⟲</span>'
                              f'<s class="bild-flushed{current}" data-round="{r.index}" data-tip="{html.escape(gone)}">'
                              f'{flushed}</s>')
@@ -90,9 +91,9 @@ def bild_events_figure(trace, round_index: int):
         marker={"color": FLUSHED_COLOUR, "symbol": "x", "size": 9},
         customdata=[[plot_label(trace, r.detail["rollback"]["replaced"]),
                      plot_label(trace, r.detail["rollback"]["replacement"]),
-                     r.detail["rollback"]["flushed"]] for r in rb_rounds],
+                     plural(r.detail["rollback"]["flushed"], "token")] for r in rb_rounds],
         hovertemplate="round %{x}<br>−log p_L = %{y:.2f} nats<br>%{customdata[0]} → %{customdata[1]}"
-                      "<br>%{customdata[2]} token(s) flushed<extra></extra>"), row=2, col=1)
+                      "<br>%{customdata[2]} flushed<extra></extra>"), row=2, col=1)
     rbt = trace.settings.options.get("rollback_threshold")
     if rbt is not None:
         fig.add_hline(y=rbt, line={"dash": "dash", "color": "#111827"}, row=2, col=1,

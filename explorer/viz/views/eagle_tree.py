@@ -6,6 +6,7 @@ values against those it got."""
 from __future__ import annotations
 
 from ..tree_list import nested_tree_html, tree_rounds_figure
+from ...words import plural
 from . import MethodView, register, register_note
 
 
@@ -24,8 +25,8 @@ def tree_html(trace, round_index: int) -> str:
     nodes, path = tree.get("nodes", []), tree.get("accepted_path", [])
     values = d.get("value") or []
     if nodes:
-        head = (f"<b>Round {r.index + 1}</b>: the feature head ran {d.get('head_forwards', 0)} step(s) and proposed "
-                f"{d.get('candidates', 0)} candidate token(s) over {d.get('depth', 0)} depth(s); the {len(nodes)} with "
+        head = (f"<b>Round {r.index + 1}</b>: the feature head ran {plural(d.get('head_forwards', 0), 'step')} and proposed "
+                f"{plural(d.get('candidates', 0), 'candidate token')} over {plural(d.get('depth', 0), 'depth')}; the {len(nodes)} with "
                 f"the highest value formed the tree (expected tokens from their values: {d.get('expected', 1):.2f}); "
                 f"the target accepted <b>{len(path)}</b> and added its own.")
     else:

@@ -9,6 +9,7 @@ import html
 
 from ..style import FATE_COLOURS
 from ..text import inline_html, piece
+from ...words import plural
 from . import MethodView, register, register_note
 
 
@@ -71,7 +72,7 @@ def hierarchical_lanes_html(trace, round_index: int) -> str:
                     for name, sub, cells in rows)
     forwards = detail.get("level_forwards") or []
     per_level = ", ".join(f"{html.escape(name)} {f}" for name, f in zip(levels, forwards))
-    caption = (f"Round {last + 1} of {len(trace.rounds)}: {len(inner_rounds)} inner round(s); forwards this round: "
+    caption = (f"Round {last + 1} of {len(trace.rounds)}: {plural(len(inner_rounds), 'inner round')}; forwards this round: "
                f"{per_level}, target 1. Boxed: a level's own token (its correction or bonus).")
     legend = "".join(f'<span class="hier-tok hier-{f}">{f}</span> ' for f in ("accepted", "rejected", "discarded"))
     return (f"<style>{HIER_CSS}</style>{_run_line(trace)}<div class='hier-legend'>{legend}</div>"

@@ -13,6 +13,7 @@ from ...trace.window import window_visibility
 from ..style import GREY, OKABE_ITO, base_layout, empty_figure
 from ..text import label, plot_label
 from ..tree_list import CSS, tree_rounds_figure
+from ...words import plural
 from . import MAX_MASK_DRAWN, MethodView, register, register_note
 
 LOOKAHEAD_CSS = """
@@ -49,14 +50,14 @@ def window_html(trace, round_index: int) -> str:
     n = trace.settings.options.get("ngram", len(levels) + 1)
     accepted = len((r.tree or {}).get("accepted_path", []))
     if guesses:
-        verified = (f"the pool held {len(guesses)} n-gram(s) starting with the last decided token; verified as one "
-                    f"tree in the same forward, the target followed the best of them for <b>{accepted}</b> token(s)")
+        verified = (f"the pool held {plural(len(guesses), 'n-gram')} starting with the last decided token; verified as one "
+                    f"tree in the same forward, the target followed the best of them for <b>{accepted}</b> {'token' if accepted == 1 else 'tokens'}")
     else:
         verified = "the pool held no n-gram starting with the last decided token: only the window rode along"
     filling = "" if d.get("collected") else (f" The window is still filling (it keeps {n - 1} Jacobi steps): no "
                                               "n-gram collected yet.")
     head = (f"<b>Round {r.index + 1}</b>: {verified}. The forward carried {d.get('input_positions', 0)} rows; the "
-            f"window's columns gave {d.get('collected', 0)} n-gram(s), {d.get('new_grams', 0)} new; the pool now "
+            f"window's columns gave {plural(d.get('collected', 0), 'n-gram')}, {d.get('new_grams', 0)} new; the pool now "
             f"holds {d.get('pool', 0):,}.{filling}")
     complete = bool(d.get("collected"))
     rows = []

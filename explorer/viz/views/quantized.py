@@ -17,6 +17,7 @@ import plotly.graph_objects as go
 
 from ..style import FATE_COLOURS, base_layout, empty_figure
 from ..text import label
+from ...words import plural
 from . import MethodView, register, register_note
 
 KINDS = ("int4", "int8")
@@ -106,7 +107,7 @@ def copy_html(trace, round_index: int) -> str:
     parts = partings(trace)
     drafted = s.drafted
     accepted = s.accepted
-    head = (f"The copy drafted {drafted} token(s) and the target accepted {accepted}"
+    head = (f"The copy drafted {plural(drafted, 'token')} and the target accepted {accepted}"
             f"{f' ({accepted / drafted:.0%})' if drafted else ''}.")
     if s.c_measured is not None and s.mean_gamma and s.tokens_per_target_forward:
         cost = 1 + s.mean_gamma * s.c_measured
@@ -116,7 +117,7 @@ def copy_html(trace, round_index: int) -> str:
     if not parts:
         return f"<div class='tl-view'><div class='tl-head'>{html.escape(head)} It never parted from the target.</div></div>"
     close = sum(1 for p in parts if p["margin"] is not None and p["margin"] < NEAR_TIE)
-    head += (f" It parted {len(parts)} time(s); {close} of them where the target's top two were within {NEAR_TIE:g} "
+    head += (f" It parted {plural(len(parts), 'time')}; {close} of them where the target's top two were within {NEAR_TIE:g} "
              "of each other — a close call that rounding can tip.")
     selected = max(0, int(round_index))
     listed = sorted(parts, key=lambda p: (abs(p["round"] - selected), p["round"]))[:MAX_LISTED]

@@ -8,10 +8,16 @@ import html
 
 from ..text import label
 from ..tree_list import nested_tree_html, tree_rounds_figure
+from ...words import plural
 from . import MethodView, register, register_note
 
 SOURCES = {"answers": "the target's answers shipped with the model", "history": "an earlier run of this session",
            "request": "this prompt and answer so far"}
+
+
+def times(n) -> str:
+    """"once", "2 times", "1,024 times": how often a suffix occurs."""
+    return "once" if n == 1 else f"{n:,} times"
 
 
 def _is_suffix(trace) -> bool:
@@ -31,9 +37,9 @@ def tree_html(trace, round_index: int) -> str:
     source = SOURCES.get(d.get("source"), "nothing")
     if d.get("match_length"):
         found = f" ({html.escape(str(d['found_in']))})" if d.get("found_in") else ""
-        head = (f"<b>Round {r.index + 1}</b>: the last <b>{d['match_length']}</b> token(s) of the context, "
-                f"<span class='tl-match'>{matched}</span>, occur {d.get('occurrences', 0):,} time(s) in "
-                f"{html.escape(source)}{found}. What followed them there grew a tree of {len(nodes)} node(s) "
+        head = (f"<b>Round {r.index + 1}</b>: the last <b>{d['match_length']}</b> {'token' if d['match_length'] == 1 else 'tokens'} of the context, "
+                f"<span class='tl-match'>{matched}</span>, occur {times(d.get('occurrences', 0))} in "
+                f"{html.escape(source)}{found}. What followed them there grew a tree of {plural(len(nodes), 'node')} "
                 f"(expected accepted tokens {d.get('score', 0):.2f}); the target accepted <b>{len(path)}</b>.")
     else:
         head = (f"<b>Round {r.index + 1}</b>: no suffix of the context occurs in any corpus: nothing drafted, the "
@@ -41,7 +47,7 @@ def tree_html(trace, round_index: int) -> str:
     counts = d.get("counts") or []
 
     def stat(i: int, node: dict) -> str:
-        count = f"{counts[i]} occurrence(s), " if i < len(counts) else ""
+        count = f"{plural(counts[i], 'occurrence')}, " if i < len(counts) else ""
         return f"{count}probability {node['q']:.2f}" + (f", target p {node['p']:.2f}" if node.get("p") is not None else "")
 
     legend = ("<div class='tl-stat'>Green: accepted; dashed: the target's own token after the accepted path; a "

@@ -20,6 +20,7 @@ import plotly.graph_objects as go
 
 from ..style import FATE_COLOURS, GREY, OKABE_ITO, base_layout, tint
 from ..text import label
+from ...words import plural
 from . import MAX_MASK_DRAWN, MethodView, register, register_note
 
 PROMPT_COLOUR = OKABE_ITO["purple"]  # [P], purple as in the paper's Figure 2
@@ -65,9 +66,9 @@ def tree_html(trace, round_index: int) -> str:
     path = tree["accepted_path"]
     target_kind = r.emitted_kind[len(path)] if len(r.emitted) > len(path) else None
     head = (f"<div class='bita-head'><b>Round {r.index + 1}</b> · {html.escape(str(tree.get('kind', '?')))} tree · "
-            f"M = {html.escape(str(tree.get('masks', '?')))} mask tokens · top-{html.escape(str(tree.get('top_k', '?')))} · {len(nodes)} candidate "
-            f"node(s) · {len(tree['positions'])} tree + mask inputs in one forward · accepted "
-            f"<b>{len(path)}</b> draft(s)")
+            f"M = {html.escape(str(tree.get('masks', '?')))} mask tokens · top-{html.escape(str(tree.get('top_k', '?')))} · {plural(len(nodes), 'candidate node')} "
+            f"· {len(tree['positions'])} tree + mask inputs in one forward · accepted "
+            f"<b>{len(path)}</b> {'draft' if len(path) == 1 else 'drafts'}")
     if len(r.emitted) > len(path):
         head += f" + the target's own token {html.escape(label(trace, r.emitted[len(path)]))} ({target_kind})"
     owner = tree.get("next_group")
