@@ -100,7 +100,6 @@ SLOW = {
     "test_space_default.py::test_without_the_package_the_default_is_the_same_model_with_its_trained_drafts",
     "test_soak.py::test_the_adversarial_soak_cancels_uploads_and_reads_the_worst_traces",
     "test_hierarchical.py::test_sampled_tokens_follow_the_target_with_three_models",
-    "test_cli.py::test_out_dash_prints_the_trace_json_and_out_file_writes_it",
     "test_bench.py::test_bench_rows",
     "test_bild.py::test_sweep_trades_quality_for_cost_in_the_papers_direction",
     "test_lossless.py::test_sampled_tokens_follow_the_target_distribution",

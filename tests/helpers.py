@@ -4,13 +4,17 @@ helpers are in conftest_ui.py), so that no test file imports another:
 - the saved traces in tests/data: ``DATA``, ``load``;
 - the sampling checks on the tiny random models: ``PREFIX``, ``exact_two_token_distribution``,
   ``chi_square_pvalue`` (a target's exact two-token distribution and a chi-square fit against it);
+- ``run_cli``: ``python -m explorer …`` run in this process (what a subprocess shows, without a cold start);
 - hand-built EESD Thompson-sampling traces whose ``controller`` dicts follow the engine's contract:
   ``make_trace`` (and the rounds, controllers and summary it is built from)."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
 import math
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +26,22 @@ from explorer.engine.sampling import warp
 from explorer.trace import RoundTrace, RunTrace, Settings, Summary, Timing, check_invariants
 
 DATA = Path(__file__).parent / "data"
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    """``python -m explorer *args`` in this process: its exit status, stdout and stderr as a subprocess would give
+    them (argparse's refusals exit through SystemExit; ``__main__`` passes ``main``'s value to ``sys.exit``).
+    A cold interpreter costs ≈ 5 s an invocation here; tests/test_cli.py keeps real subprocesses for what only a
+    new process shows (the entry point, nothing printed before the first line)."""
+    from explorer.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(args))
+        except SystemExit as exit_:
+            code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+    return subprocess.CompletedProcess(["python", "-m", "explorer", *args], code or 0, out.getvalue(), err.getvalue())
 
 
 def load(name: str):

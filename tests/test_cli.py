@@ -1,20 +1,25 @@
-"""``python -m explorer run``: text and summary, JSON out, and one clear line for bad arguments."""
+"""``python -m explorer run``: text and summary, JSON out, and one clear line for bad arguments.
+
+The commands run in this process (``helpers.run_cli``: the same ``main``, its exit status and both streams); two run
+as real subprocesses, for what only a new process shows: ``python -m explorer`` as the entry point, and a
+refusal's one line on stderr with exit status 2 from a cold start."""
 
 import json
 import subprocess
 import sys
 
 import pytest
+from helpers import run_cli as cli
 
 import explorer
 
 
-def cli(*args):
+def subprocess_cli(*args):
     return subprocess.run([sys.executable, "-m", "explorer", *args], capture_output=True, text=True, timeout=300)
 
 
 def test_run_prints_text_and_summary():
-    out = cli("run", "--model", "tiny-random:1", "--draft", "model:tiny-random:2:1", "--temperature", "1",
+    out = subprocess_cli("run", "--model", "tiny-random:1", "--draft", "model:tiny-random:2:1", "--temperature", "1",
               "--prompt", "hello there", "--max-new-tokens", "12", "--seed", "3")
     assert out.returncode == 0, out.stderr
     text, summary = out.stdout.rstrip("\n").rsplit("\n", 1)
@@ -66,7 +71,7 @@ def test_default_model_cli_demo():
       "--draft", "model:tiny-random:2:1", "--max-new-tokens", "4"], "temperature above 0"),
 ])
 def test_bad_arguments_exit_nonzero_with_one_line(args, message):
-    out = cli(*args)
+    out = (subprocess_cli if args == ["fly"] else cli)(*args)
     assert out.returncode == 2
     assert message in out.stderr and "Traceback" not in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1

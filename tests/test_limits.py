@@ -4,11 +4,10 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
 
 import pytest
+from helpers import run_cli
 
 import explorer
 from explorer import api, limits, models
@@ -34,9 +33,8 @@ def test_bad_values_are_one_short_line(kwargs, message):
 
 
 def test_the_cli_answers_a_huge_seed_with_one_line_and_exit_2():
-    out = subprocess.run([sys.executable, "-m", "explorer", "run", "--model", "tiny-random", "--prompt", "hi",
-                          "--temperature", "1", "--seed", str(2**70), "--max-new-tokens", "2"],
-                         capture_output=True, text=True, timeout=120)
+    out = run_cli("run", "--model", "tiny-random", "--prompt", "hi", "--temperature", "1", "--seed", str(2**70),
+                  "--max-new-tokens", "2")
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert out.stderr.strip().count("\n") == 0 and "seed must be a whole number" in out.stderr
 
