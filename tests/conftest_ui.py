@@ -97,13 +97,22 @@ def upload_trace(page, path) -> None:
 FIGURE_TEXT_JS = (Path(__file__).parent / "figure_text.js").read_text(encoding="utf-8")
 
 
+def wait_figures_settled(page, timeout: int = 30_000) -> None:
+    """Wait until the page's layout pass (``explorer/ui/fit_figures.js``) has no scan pending and no Plotly
+    relayout under way: its own signal, ``window.__figuresSettled()``, rather than a guessed delay."""
+    page.wait_for_function("() => window.__figuresSettled && window.__figuresSettled()", timeout=timeout)
+
+
 def figure_text_problems(page, settle_ms: int = 3000) -> list[str]:
     """Every visible figure's overlapping or clipped text (``figure_text.js``), once the page's own
-    layout pass (``explorer/ui/fit_figures.js``, which runs after each drawing) has settled."""
+    layout pass (``explorer/ui/fit_figures.js``, which runs after each drawing) has settled; text still
+    colliding is measured again for up to ``settle_ms`` (a figure Gradio draws late starts a new pass)."""
+    wait_figures_settled(page)
     problems = page.evaluate(FIGURE_TEXT_JS)
     for _ in range(settle_ms // 500):
         if not problems:
             break
         page.wait_for_timeout(500)
+        wait_figures_settled(page)
         problems = page.evaluate(FIGURE_TEXT_JS)
     return problems

@@ -32,7 +32,6 @@ def test_no_figure_text_overlaps_or_is_clipped_for_any_method_in_any_tab(browser
                                timeout=DECODE_TIMEOUT_MS)
         for tab in TABS:
             open_tab(page, tab)
-            page.wait_for_timeout(400)
             if problems := figure_text_problems(page):
                 found[f"{method}, {tab}"] = problems
         open_tab(page, "watch")

@@ -13,6 +13,12 @@
   const PINNED = {'title.yref': 'container', 'title.y': 1, 'title.yanchor': 'top', 'title.pad.t': 10};
   const LEGEND = 62;    // px between the lowest plot area and the legend under it (ticks, axis title)
 
+  // Plotly's layout calls under way; with no scan pending and none under way every shown figure is laid out:
+  // ``window.__figuresSettled()`` says so (what the page's tests wait on, instead of guessing a delay)
+  let busy = 0;
+  const tracked = (promise) => { busy++; return Promise.resolve(promise).finally(() => { busy--; }); };
+  window.__figuresSettled = () => pending === null && busy === 0;
+
   const wrap = (text, chars) => {
     // break at spaces into lines of at most ``chars`` characters, keeping lines the text already has
     if (typeof text !== 'string' || chars < 8) return text;
@@ -118,8 +124,8 @@
         if (name !== t.name) { names.push(name); which.push(i); }
       });
     }
-    const renamed = which.length ? window.Plotly.restyle(gd, {name: names}, which) : Promise.resolve();
-    renamed.then(() => window.Plotly.relayout(gd, update)).then(() => makeRoom(gd))
+    const renamed = which.length ? tracked(window.Plotly.restyle(gd, {name: names}, which)) : Promise.resolve();
+    renamed.then(() => tracked(window.Plotly.relayout(gd, update))).then(() => makeRoom(gd))
       .catch(e => console.warn('narrow figure', e));
   };
 
@@ -183,7 +189,7 @@
       wrapped = true;
     });
     if (wrapped) {
-      window.Plotly.relayout(gd, update).then(() => makeRoom(gd, depth + 1));
+      tracked(window.Plotly.relayout(gd, update)).then(() => makeRoom(gd, depth + 1));
       return;
     }
     // the plot area keeps its size: what needs room grows the top or bottom margin (the legend's offset
@@ -211,14 +217,14 @@
     const lowest = Math.max(...others.map(r => r.bottom), legend ? legend.bottom + shift : -Infinity);
     grow = Math.max(0, lowest + 6 - frame.bottom);
     if (!grow && !rise) {
-      if (Object.keys(update).length) window.Plotly.relayout(gd, update);
+      if (Object.keys(update).length) tracked(window.Plotly.relayout(gd, update));
       return;
     }
     if (rise) Object.assign(update, PINNED);  // else Plotly centres the title in the margin that grows
     update['margin.t'] = L.margin.t + rise;
     update['margin.b'] = L.margin.b + grow;
     update.height = L.height + rise + grow;
-    window.Plotly.relayout(gd, update).then(() => makeRoom(gd, depth + 1));
+    tracked(window.Plotly.relayout(gd, update)).then(() => makeRoom(gd, depth + 1));
   };
 
   // a wider window: the figure as drawn, only fitted to its box (one drawn in a hidden tab kept Plotly's
@@ -228,7 +234,7 @@
     if (!L || !user || user.__narrow || !window.Plotly) return;
     user.__narrow = true;
     const width = gd.clientWidth;
-    const sized = width > 0 && Math.abs(L.width - width) > 2 ? window.Plotly.Plots.resize(gd) : Promise.resolve();
+    const sized = width > 0 && Math.abs(L.width - width) > 2 ? tracked(window.Plotly.Plots.resize(gd)) : Promise.resolve();
     sized.then(() => makeRoom(gd)).catch(e => console.warn('figure', e));
   };
 
