@@ -96,8 +96,8 @@ def page(browser, url):
 BROWSER_FIXTURES = {"browser", "page"}
 MODEL_FIXTURES = {"default_model", "shipped_exit4_agreement"}
 SLOW = {
-    "test_trace_security.py::test_the_largest_trace_loads_and_draws_every_view_quickly",
     "test_space_default.py::test_without_the_package_the_default_is_the_same_model_with_its_trained_drafts",
+    "test_trace_security.py::test_the_largest_trace_loads_and_draws_every_view_quickly",
     "test_soak.py::test_the_adversarial_soak_cancels_uploads_and_reads_the_worst_traces",
     "test_hierarchical.py::test_sampled_tokens_follow_the_target_with_three_models",
     "test_bench.py::test_bench_rows",
@@ -105,6 +105,10 @@ SLOW = {
     "test_lossless.py::test_sampled_tokens_follow_the_target_distribution",
     "test_compiled.py::test_without_a_compiler_decoding_runs_eagerly_and_says_why",
 }
+
+
+# reaches a package registry for real (CI's machine has one; an offline laptop's fast lane skips it)
+NETWORK = {"test_space_default.py::test_without_the_package_the_default_is_the_same_model_with_its_trained_drafts"}
 
 
 def pytest_collection_modifyitems(items):
@@ -115,5 +119,8 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.browser)
         if MODEL_FIXTURES & fixtures:
             item.add_marker(pytest.mark.model)
-        if f"{item.path.name}::{getattr(item, 'originalname', item.name)}" in SLOW:
+        name = f"{item.path.name}::{getattr(item, 'originalname', item.name)}"
+        if name in SLOW:
             item.add_marker(pytest.mark.slow)
+        if name in NETWORK:
+            item.add_marker(pytest.mark.network)

@@ -77,7 +77,7 @@ def test_the_readme_is_a_front_page_with_cis_test_command():
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     command = next(line for line in ci.splitlines() if line.startswith("pip install"))
     assert command in README
-    assert 'python -m pytest -q -m "not slow and not browser and not model"' in README
+    assert 'python -m pytest -q -m "not slow and not browser and not model and not network"' in README
 
 
 def test_every_relative_link_and_image_resolves():
