@@ -68,8 +68,9 @@ def url():
         yield base
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def browser():
+    """One Chromium for the session; each module or test opens its own context (its own cookies and pages)."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:

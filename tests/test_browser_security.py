@@ -11,15 +11,14 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest_ui import CHROMIUM, CHROMIUM_ARGS, served_app, upload_trace
+from conftest_ui import CHROMIUM, upload_trace
 
 DATA = Path(__file__).parent / "data"
-ARGS = CHROMIUM_ARGS
 
 if not CHROMIUM.exists():
     pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium)", allow_module_level=True)
 
-from playwright.sync_api import expect, sync_playwright  # noqa: E402
+from playwright.sync_api import expect  # noqa: E402
 
 # each payload counts its runs in window.__xss; one closes an attribute first, one is Markdown
 PAYLOADS = (
@@ -38,14 +37,13 @@ def forged(name: str, payload: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def page():
-    with served_app() as (_, base), sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        page = browser.new_page(viewport={"width": 1500, "height": 1000})
-        page.goto(base)
-        page.wait_for_selector("#run")
-        yield page
-        browser.close()
+def page(browser, url):
+    context = browser.new_context(viewport={"width": 1500, "height": 1000})
+    page = context.new_page()
+    page.goto(url)
+    page.wait_for_selector("#run")
+    yield page
+    context.close()
 
 
 # each trace with its method's HTML view, which draws token text itself

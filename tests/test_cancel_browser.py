@@ -9,22 +9,20 @@ import urllib.error
 import urllib.request
 
 import pytest
-from conftest_ui import CHROMIUM, CHROMIUM_ARGS, busy_seconds, served_app
+from conftest_ui import CHROMIUM, busy_seconds
 
 from explorer.ui import jobs
 
 if not CHROMIUM.exists():
     pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium)", allow_module_level=True)
 
-from playwright.sync_api import expect, sync_playwright  # noqa: E402
+from playwright.sync_api import expect  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def chromium():
-    with served_app() as (_, url), sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield browser, url
-        browser.close()
+def chromium(browser, url):
+    """The session's Chromium and this module's served app (each test opens and closes its own context)."""
+    return browser, url
 
 
 def open_page(browser, url):

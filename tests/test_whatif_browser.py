@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest_ui import CHROMIUM, CHROMIUM_ARGS, served_app
+from conftest_ui import CHROMIUM
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 UPLOAD = "xpath=//button[@id='whatif-upload']/preceding-sibling::input[@type='file'][1]"
@@ -15,20 +15,19 @@ UPLOAD = "xpath=//button[@id='whatif-upload']/preceding-sibling::input[@type='fi
 if not CHROMIUM.exists():
     pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium)", allow_module_level=True)
 
-from playwright.sync_api import expect, sync_playwright  # noqa: E402
+from playwright.sync_api import expect  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def page():
-    with served_app() as (_, url), sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.goto(url)
-        page.wait_for_selector("#run")
-        page.click("#tab-understand-button")
-        expect(page.locator("#whatif-run")).to_be_visible()
-        yield page
-        browser.close()
+def page(browser, url):
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    page.goto(url)
+    page.wait_for_selector("#run")
+    page.click("#tab-understand-button")
+    expect(page.locator("#whatif-run")).to_be_visible()
+    yield page
+    context.close()
 
 
 def chart_title(page) -> str:

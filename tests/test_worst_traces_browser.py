@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest_ui import CHROMIUM, CHROMIUM_ARGS, served_app
+from conftest_ui import CHROMIUM
 
 from explorer.tools.soak_adversarial import worst_trace_texts
 
@@ -20,38 +20,37 @@ STEP_BOUND_S = 8.0  # on a busy 2-core machine; a few tenths of a second here wh
 if not CHROMIUM.exists():
     pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium)", allow_module_level=True)
 
-from playwright.sync_api import expect, sync_playwright  # noqa: E402
+from playwright.sync_api import expect  # noqa: E402
 
 
-def test_the_worst_legal_traces_upload_and_step_quickly(tmp_path):
+def test_the_worst_legal_traces_upload_and_step_quickly(browser, url, tmp_path):
     timings = []
-    with served_app() as (_, url), sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.goto(url)
-        page.wait_for_selector("#run")
-        for n, (name, text) in enumerate(worst_trace_texts()):
-            path = tmp_path / f"worst-{n}.json"
-            path.write_text(text)
-            page.click("#tab-traces-button")
-            started = time.perf_counter()
-            page.set_input_files(UPLOAD, str(path))
-            page.click("#tab-watch-button")
-            expect(page.locator("#status")).to_contain_text("Replaying an uploaded trace", timeout=120_000)
-            shown = time.perf_counter() - started
-            box = page.locator("#round-slider input[type=number]")
-            before = box.input_value()
-            started = time.perf_counter()
-            page.click("#next-round")
-            page.wait_for_function("([sel, v]) => document.querySelector(sel).value !== v",
-                                   arg=["#round-slider input[type=number]", before], timeout=120_000)
-            # the views arrive with the slider in one update; two frames later they are drawn
-            page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
-            step = time.perf_counter() - started
-            heap = page.evaluate("() => performance.memory ? performance.memory.usedJSHeapSize : null")
-            timings.append({"trace": name, "mb": round(len(text) / 2**20, 1), "upload_to_shown_s": round(shown, 2),
-                            "step_s": round(step, 2), "js_heap_mb": heap and round(heap / 2**20)})
-            assert step < STEP_BOUND_S, timings[-1]
-        browser.close()
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    page.goto(url)
+    page.wait_for_selector("#run")
+    for n, (name, text) in enumerate(worst_trace_texts()):
+        path = tmp_path / f"worst-{n}.json"
+        path.write_text(text)
+        page.click("#tab-traces-button")
+        started = time.perf_counter()
+        page.set_input_files(UPLOAD, str(path))
+        page.click("#tab-watch-button")
+        expect(page.locator("#status")).to_contain_text("Replaying an uploaded trace", timeout=120_000)
+        shown = time.perf_counter() - started
+        box = page.locator("#round-slider input[type=number]")
+        before = box.input_value()
+        started = time.perf_counter()
+        page.click("#next-round")
+        page.wait_for_function("([sel, v]) => document.querySelector(sel).value !== v",
+                               arg=["#round-slider input[type=number]", before], timeout=120_000)
+        # the views arrive with the slider in one update; two frames later they are drawn
+        page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+        step = time.perf_counter() - started
+        heap = page.evaluate("() => performance.memory ? performance.memory.usedJSHeapSize : null")
+        timings.append({"trace": name, "mb": round(len(text) / 2**20, 1), "upload_to_shown_s": round(shown, 2),
+                        "step_s": round(step, 2), "js_heap_mb": heap and round(heap / 2**20)})
+        assert step < STEP_BOUND_S, timings[-1]
+    context.close()
     ARTIFACTS.mkdir(exist_ok=True)
     (ARTIFACTS / "worst-traces.json").write_text(json.dumps(timings, indent=1))
