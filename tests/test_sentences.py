@@ -12,7 +12,7 @@ import pytest
 import explorer
 from explorer import methods, viz
 from explorer.ui.glossary import glossary_markdown
-from explorer.ui.handlers import audit_words
+from explorer.ui.showing import audit_words
 
 PROMPT = "The cat sat on the mat. The cat sat on the"
 TOKENS = 24
