@@ -366,7 +366,7 @@ def test_bad_values_get_one_whole_line_and_the_page_keeps_working(page):
     page.get_by_role("option", name="bild", exact=True).click()
     expect(page.locator("#draft input")).to_have_value("early-exit:8")
     assert "BiLD's small model writes by itself, so it must give distributions" in status(page)
-    assert "model:<name> or early-exit:N. The drafter is now early-exit:8." in status(page)  # nothing after <name> lost
+    assert "(model:<name>, early-exit:N, int4 or int8). The drafter is now early-exit:8." in status(page)  # nothing after <name> lost
     expect(page.locator("#gamma")).to_be_hidden()  # BiLD caps its own turns: γ does not apply, so it is hidden
     expect(page.locator("#controller")).to_be_hidden()
 
