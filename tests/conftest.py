@@ -68,9 +68,11 @@ def url():
         yield base
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser():
-    """One Chromium for the session; each module or test opens its own context (its own cookies and pages)."""
+    """One Chromium per module; each test opens its own context (its own cookies and pages). Not one per session:
+    Playwright's sync API keeps an event loop running on this thread while it lives, and the soak tests call
+    ``asyncio.run`` (a launch costs ≈ 0.2 s here)."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
