@@ -139,8 +139,8 @@ def test_run_watch_and_step_through_rounds(page):
         expect(page.locator("#latency-plot")).to_contain_text("measured speedup")
         expect(page.locator("#why-speed")).to_contain_text("plain steps")
         expect(page.locator("#why-speed")).to_contain_text("than plain decoding")
-    else:  # a busy machine: the ratio is not printed, and the page says why (test_busy_machine*.py)
-        expect(page.locator("#why-speed")).to_contain_text("The machine was busy")
+    else:  # a busy machine: the ratio is not printed, and the page says which of its two reasons (test_busy_machine.py)
+        expect(page.locator("#why-speed")).to_contain_text(re.compile("The machine was busy|were not timed alike"))
     open_tab(page, "audit")
     expect(page.locator("#audit")).to_contain_text("✓ identical: all 32 tokens equal plain decoding's")
     open_tab(page, "compare")  # this session's runs, against their baselines, in the Compare view
