@@ -4,6 +4,7 @@ helpers are in conftest_ui.py), so that no test file imports another:
 - the saved traces in tests/data: ``DATA``, ``load``;
 - the sampling checks on the tiny random models: ``PREFIX``, ``exact_two_token_distribution``,
   ``chi_square_pvalue`` (a target's exact two-token distribution and a chi-square fit against it);
+- ``busy``: busy loops in other processes, more than this machine's cores, for the busy-machine tests;
 - ``run_cli``: ``python -m explorer …`` run in this process (what a subprocess shows, without a cold start);
 - hand-built EESD Thompson-sampling traces whose ``controller`` dicts follow the engine's contract:
   ``make_trace`` (and the rounds, controllers and summary it is built from)."""
@@ -15,6 +16,7 @@ import dataclasses
 import io
 import math
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +28,18 @@ from explorer.engine.sampling import warp
 from explorer.trace import RoundTrace, RunTrace, Settings, Summary, Timing, check_invariants
 
 DATA = Path(__file__).parent / "data"
+
+
+@contextlib.contextmanager
+def busy(processes: int = 3):
+    """``processes`` busy loops (more than this machine's cores), ended however the block ends."""
+    loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(processes)]
+    try:
+        yield
+    finally:
+        for loop in loops:
+            loop.kill()
+            loop.wait()
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:

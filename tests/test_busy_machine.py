@@ -6,10 +6,9 @@ fact unless the machine kept its pace, and what it says instead names the race."
 from __future__ import annotations
 
 import argparse
-import contextlib
 import re
-import subprocess
-import sys
+
+from helpers import busy
 
 import explorer
 from explorer import viz
@@ -18,18 +17,6 @@ from explorer.ui.baseline import baseline_stream
 from explorer.ui.examples import EXAMPLES
 
 CODE = next(e.prompt for e in EXAMPLES if e.kind == "code")
-
-
-@contextlib.contextmanager
-def busy(processes: int = 3):
-    """``processes`` busy loops (more than this machine's cores), ended however the block ends."""
-    loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(processes)]
-    try:
-        yield
-    finally:
-        for loop in loops:
-            loop.kill()
-            loop.wait()
 
 
 def impossible_facts(text: str, trace) -> list[str]:

@@ -5,17 +5,14 @@ dropdown values and cut a table, glyphs drawn as empty boxes, and a sampling aud
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import re
-import subprocess
-import sys
 
 import pytest
 from conftest_ui import (ARTIFACTS, CHROMIUM, DECODE_TIMEOUT_MS, UPLOAD_INPUT, open_tab, set_number, wait_compared,
                          wait_status)
-from helpers import make_trace
+from helpers import busy, make_trace
 
 import explorer
 from explorer.artifacts import ASSETS
@@ -259,17 +256,6 @@ def test_an_audit_that_cannot_fail_says_so(browser, url):
     assert "In all 20 runs" in said or " of the 20 runs the target " in said, said
     assert "degrees of freedom" not in said or not re.search(r"\b1 degrees", said)
     context.close()
-
-
-@contextlib.contextmanager
-def busy(processes: int = 3):
-    loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(processes)]
-    try:
-        yield
-    finally:
-        for loop in loops:
-            loop.kill()
-            loop.wait()
 
 
 def test_a_busy_machine_prints_no_impossible_figure_on_the_page(browser, url):
