@@ -187,7 +187,7 @@ class RunTrace:
 
     # -- JSON ---------------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
+        d = _plain(self)
         d["token_text"] = {str(k): v for k, v in self.token_text.items()}  # JSON keys are strings
         return d
 
@@ -195,6 +195,33 @@ class RunTrace:
         """The trace as JSON; compact unless ``indent`` (a compact upload downloads again no larger)."""
         separators = (",", ":") if indent is None else None
         return json.dumps(self.to_dict(), indent=indent, separators=separators, allow_nan=False, default=_finite)
+
+
+def _plain(obj):
+    """``dataclasses.asdict`` without its ``copy.deepcopy`` of every leaf (a trace's leaves are numbers, strings
+    and None): new dicts, lists and tuples all the way down, so the result shares nothing mutable with the trace.
+    A trace of 4 096 rounds went to JSON in ≈ 1 s, two thirds of it in deep copies."""
+    kind = type(obj)
+    if kind in _LEAVES:
+        return obj
+    if kind is list or kind is tuple:
+        return kind([_plain(v) for v in obj])
+    if kind is dict:
+        return {k: _plain(v) for k, v in obj.items()}
+    names = _FIELDS.get(kind)
+    if names is None and dataclasses.is_dataclass(kind):
+        names = _FIELDS.setdefault(kind, tuple(f.name for f in dataclasses.fields(kind)))
+    if names is not None:
+        return {name: _plain(getattr(obj, name)) for name in names}
+    if isinstance(obj, (list, tuple)):  # a subclass (a named tuple keeps its own type, as asdict keeps it)
+        return kind(*[_plain(v) for v in obj]) if hasattr(obj, "_fields") else kind([_plain(v) for v in obj])
+    if isinstance(obj, dict):
+        return kind((k, _plain(v)) for k, v in obj.items())
+    return obj
+
+
+_LEAVES = {int, float, str, bool, type(None)}
+_FIELDS: dict[type, tuple[str, ...]] = {}
 
 
 def _finite(obj):
