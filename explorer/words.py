@@ -17,3 +17,8 @@ def plural(n: int, word: str, words: str | None = None) -> str:
     """``n`` and the word in the number it takes: "1 prompt", "3 prompts", "1 degree of freedom" (``words``: a
     plural that is not ``word`` + s)."""
     return f"{n} {word if n == 1 else words or word + 's'}"
+
+
+def times(n: int) -> str:
+    """How often: "once", "2 times", "1,024 times"."""
+    return "once" if n == 1 else f"{n:,} times"

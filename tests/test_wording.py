@@ -12,7 +12,7 @@ from helpers import make_trace
 
 import explorer
 from explorer import methods, viz
-from explorer.words import ordinal, plural
+from explorer.words import ordinal, plural, times
 
 
 def wrong_ordinals(text: str) -> list[str]:
@@ -26,6 +26,7 @@ def test_ordinals_and_plurals():
     assert plural(1, "prompt") == "1 prompt" and plural(3, "repeat") == "3 repeats"
     assert plural(1, "degree of freedom", "degrees of freedom") == "1 degree of freedom"
     assert wrong_ordinals("every 2th and 72th; 11th, 3rd") == ["2th", "72th"]
+    assert [times(n) for n in (1, 2, 1024)] == ["once", "2 times", "1,024 times"]
 
 
 def test_thinned_views_say_every_2nd_not_every_2th():

@@ -8,16 +8,11 @@ import html
 
 from ..text import label
 from ..tree_list import nested_tree_html, tree_rounds_figure
-from ...words import plural
+from ...words import plural, times
 from . import MethodView, register, register_note
 
 SOURCES = {"answers": "the target's answers shipped with the model", "history": "an earlier run of this session",
            "request": "this prompt and answer so far"}
-
-
-def times(n) -> str:
-    """"once", "2 times", "1,024 times": how often a suffix occurs."""
-    return "once" if n == 1 else f"{n:,} times"
 
 
 def _is_suffix(trace) -> bool:
