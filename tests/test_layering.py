@@ -1,6 +1,6 @@
 """The package's layers, enforced on the source (no model is loaded):
 
-    leaves      errors, limits, machine, pace, theory, untrusted, words: import nothing of the project but each other,
+    leaves      errors, gc_pause, limits, machine, pace, theory, untrusted, words: import nothing of the project but each other,
                 and no torch, transformers or gradio at import
     trace       the data model (a package): the leaves and itself only (so no torch either)
     engine      the decoding algorithms: leaves, the trace and itself only (no methods, API, artifacts, UI or
@@ -45,7 +45,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "explorer"
-LEAVES = {"errors", "limits", "machine", "pace", "theory", "untrusted", "words"}
+LEAVES = {"errors", "gc_pause", "limits", "machine", "pace", "theory", "untrusted", "words"}
 UI_AND_PLOTS = {"gradio", "plotly", "explorer.ui", "explorer.viz"}
 
 

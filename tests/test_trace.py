@@ -1,6 +1,8 @@
 """Trace invariants, the JSON round trip and the loader's refusals."""
 
+import gc
 import json
+import threading
 from pathlib import Path
 
 import pytest
@@ -52,6 +54,45 @@ def test_json_round_trip(sampled):
     for key in ("method", "model", "draft", "settings", "prompt_ids", "output_ids", "text", "rounds", "summary"):
         assert key in data
     assert explorer.load_trace(text) == sampled
+
+
+def test_reading_and_writing_pause_the_collector_and_restore_it(sampled, monkeypatch):
+    """A trace is read and written with the cyclic collector paused (``explorer.gc_pause``: millions of small
+    objects), and the collector's state afterwards is what it was before: after a good file, after a refused one,
+    when it was off already, and when two threads' pauses overlap."""
+    from explorer.trace import read
+
+    seen = []
+    reading = read.read_dict
+    monkeypatch.setattr(read, "read_dict", lambda *a: seen.append(gc.isenabled()) or reading(*a))
+    text = sampled.to_json()
+    assert explorer.load_trace(text) == sampled and seen == [False] and gc.isenabled()
+    with pytest.raises(explorer.TraceFormatError):
+        explorer.load_trace(text.replace('"rounds"', '"r0unds"'))
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        explorer.load_trace(text)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    from explorer.gc_pause import gc_paused
+
+    inside, leave = threading.Event(), threading.Event()
+
+    def hold():
+        with gc_paused():
+            inside.set()
+            leave.wait(10)
+
+    other = threading.Thread(target=hold)
+    other.start()
+    inside.wait(10)
+    explorer.load_trace(text)  # this pause ends while the other thread's goes on
+    assert not gc.isenabled()
+    leave.set()
+    other.join(10)
+    assert gc.isenabled()
 
 
 @pytest.mark.parametrize("name", ["trace_ar.json", "trace_prompt_lookup.json", "trace_sampled_tiny.json"])

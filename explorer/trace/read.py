@@ -8,6 +8,7 @@ from typing import Any, Mapping
 
 from .. import limits
 from ..errors import TraceFormatError
+from ..gc_pause import gc_paused
 from ..limits import clip
 from ..untrusted import Refused, parse
 from .invariants import check_invariants
@@ -19,12 +20,13 @@ from .schema import check_size, read_trace
 def read_json(text: str | bytes, methods: Mapping[str, MethodRules] | None = None) -> RunTrace:
     """A trace from its JSON file, every field checked (``TraceFormatError``, one line, otherwise); ``methods``:
     the methods to accept and their own rules (``explorer.load_trace`` passes the registry's); None accepts any
-    method name and checks only the common fields."""
-    try:
-        data = parse(text, limits.MAX_TRACE_BYTES)
-    except Refused as err:
-        raise TraceFormatError(f"not a trace file: {err}") from None
-    return read_dict(data, methods)
+    method name and checks only the common fields. Read with the garbage collector paused (``gc_pause``)."""
+    with gc_paused():
+        try:
+            data = parse(text, limits.MAX_TRACE_BYTES)
+        except Refused as err:
+            raise TraceFormatError(f"not a trace file: {err}") from None
+        return read_dict(data, methods)
 
 
 def read_dict(data: Any, methods: Mapping[str, MethodRules] | None = None) -> RunTrace:
