@@ -2,11 +2,15 @@
 no two text boxes of a figure overlap and none is clipped — titles, subplot titles and other
 annotations, axis titles, the legend, the mode bar, and tick labels against those — in every tab, at
 390 px (a phone held upright) and at 1400 px. The page lays figures out in the browser
-(``explorer/ui/fit_figures.js``); the boxes are measured there (``tests/figure_text.js``)."""
+(``explorer/ui/fit_figures.js``); the boxes are measured there (``tests/figure_text.js``).
+
+Each method runs once: its figures are read at the width they were drawn at, then the window crosses to the
+other width (a phone turned sideways, a desktop window narrowed), where the page lays every figure out again
+from the figure as drawn, and they are read again. The next method is drawn at that width, so every method is
+read at both widths, and each width is the one drawn at for every other method."""
 
 from __future__ import annotations
 
-import pytest
 from conftest_ui import DECODE_TIMEOUT_MS, figure_text_problems, open_tab, set_number
 
 from explorer import methods
@@ -16,16 +20,17 @@ TABS = ("watch", "understand", "compare", "audit", "traces")
 # race or an audit, which test_browser.py's every-tab test runs at both widths): read after every method's run,
 # the other tabs once, after the last
 RUN_TABS = ("watch", "understand")
+SIZES = ({"width": 390, "height": 844}, {"width": 1400, "height": 1000})
 
 
-@pytest.mark.parametrize("width,height", [(390, 844), (1400, 1000)])
-def test_no_figure_text_overlaps_or_is_clipped_for_any_method_in_any_tab(browser, url, width, height):
-    context = browser.new_context(viewport={"width": width, "height": height})
+def test_no_figure_text_overlaps_or_is_clipped_for_any_method_in_any_tab(browser, url):
+    size = 0
+    context = browser.new_context(viewport=SIZES[size])
     page = context.new_page()
     page.goto(url)
     page.wait_for_selector("#run")
     set_number(page, "max-new-tokens", 12)
-    found = {}
+    found, read = {}, set()
     every = list(methods.discover())
     for method in every:
         page.locator("#method input").click()
@@ -36,12 +41,19 @@ def test_no_figure_text_overlaps_or_is_clipped_for_any_method_in_any_tab(browser
         page.wait_for_function("m => { const t = document.querySelector('#status').innerText.trim(); "
                                "return t.startsWith(m + ' ') && t.includes('tokens/s') && !t.includes('◷'); }",
                                arg=method, timeout=DECODE_TIMEOUT_MS)
-        for tab in TABS if method == every[-1] else RUN_TABS:
-            open_tab(page, tab)
-            if problems := figure_text_problems(page):
-                found[f"{method}, {tab}"] = problems
-        open_tab(page, "watch")
-    if width <= 480:  # a phone's figures: one column, and no mode bar over their text
-        assert page.evaluate("() => document.documentElement.scrollWidth") <= width + 1
+        for how in ("drawn at", "laid out again at"):
+            width = SIZES[size]["width"]
+            for tab in TABS if method == every[-1] else RUN_TABS:
+                open_tab(page, tab)
+                if problems := figure_text_problems(page):
+                    found[f"{method}, {how} {width} px, {tab}"] = problems
+            if width <= 480:  # a phone's figures: one column, and no mode bar over their text
+                assert page.evaluate("() => document.documentElement.scrollWidth") <= width + 1, method
+            read.add((method, width))
+            open_tab(page, "watch")
+            if how == "drawn at":
+                size = 1 - size
+                page.set_viewport_size(SIZES[size])
     context.close()
     assert not found, found
+    assert read == {(m, s["width"]) for m in every for s in SIZES}

@@ -4,7 +4,9 @@
   // On a phone (a window ≤ 480 px wide) subplots side by side go into one column (annotations placed on a
   // subplot move with it), the legend goes under the plot, long titles, legend entries and annotations
   // wrap; the page's CSS hides the mode bar. At any width, text that still collides is measured and
-  // moved (step 5), and a figure drawn in a hidden tab is fitted to its box when shown.
+  // moved (step 5), and a figure drawn in a hidden tab is fitted to its box when shown. A window that crosses
+  // the phone width (a phone turned sideways, a desktop window narrowed) lays every figure out again from the
+  // figure as the server drew it.
   if (window.__narrowFigures) return;
   window.__narrowFigures = true;
   const NARROW = 480;   // px: a phone held upright
@@ -17,7 +19,24 @@
   // ``window.__figuresSettled()`` says so (what the page's tests wait on, instead of guessing a delay)
   let busy = 0;
   const tracked = (promise) => { busy++; return Promise.resolve(promise).finally(() => { busy--; }); };
-  window.__figuresSettled = () => pending === null && busy === 0;
+  // ... and laid out for the width the window has now (a resize across NARROW is seen a frame later)
+  window.__figuresSettled = () => pending === null && busy === 0 && scanned === (window.innerWidth <= NARROW);
+
+  // the figure as the server drew it, kept before the first change (the layout, and the trace names step 4
+  // wraps), so that a window crossing NARROW lays it out again from there; one drawn without a height keeps the
+  // height Plotly gave it (drawn again, it would take its box's, which the laid-out figure has stretched)
+  const keep = (gd, user) => {
+    const layout = JSON.parse(JSON.stringify(user));
+    if (layout.height == null && gd._fullLayout) layout.height = gd._fullLayout.height;
+    gd.__drawn = {layout, names: (gd.data || []).map(t => t.name)};
+  };
+  const redraw = (gd) => {
+    const drawn = gd.__drawn;
+    gd.__stale = false;
+    const data = (gd.data || []).map((t, i) => Object.assign({}, t, {name: drawn.names[i]}));
+    // a new plot, as Gradio first drew it (Plotly.react kept pieces of the layout made for the other width)
+    return tracked(window.Plotly.newPlot(gd, data, JSON.parse(JSON.stringify(drawn.layout)), {responsive: true}));
+  };
 
   const wrap = (text, chars) => {
     // break at spaces into lines of at most ``chars`` characters, keeping lines the text already has
@@ -37,6 +56,7 @@
   const adapt = (gd) => {
     const L = gd._fullLayout, user = gd.layout;
     if (!L || !user || user.__narrow || !window.Plotly) return;
+    keep(gd, user);
     user.__narrow = true;
     const width = gd.clientWidth || window.innerWidth - 24;
     const update = {};
@@ -232,23 +252,38 @@
   const settle = (gd) => {
     const L = gd._fullLayout, user = gd.layout;
     if (!L || !user || user.__narrow || !window.Plotly) return;
+    keep(gd, user);
     user.__narrow = true;
     const width = gd.clientWidth;
     const sized = width > 0 && Math.abs(L.width - width) > 2 ? tracked(window.Plotly.Plots.resize(gd)) : Promise.resolve();
     sized.then(() => makeRoom(gd)).catch(e => console.warn('figure', e));
   };
 
-  let pending = null;
+  let pending = null, scanned = null;  // scanned: whether the last pass laid figures out for a phone
   const scan = () => {
     pending = null;
     const narrow = window.innerWidth <= NARROW;
+    if (scanned !== null && narrow !== scanned) {  // the window crossed NARROW: every figure laid out for the other
+      document.querySelectorAll('.js-plotly-plot').forEach(gd => { if (gd.__drawn && gd.layout && gd.layout.__narrow) gd.__stale = true; });
+    }
+    scanned = narrow;
     document.querySelectorAll('.js-plotly-plot').forEach(gd => {
       if (!gd.offsetParent) return;  // in a hidden tab: laid out once shown, at the size it is shown at
-      try { (narrow ? adapt : settle)(gd); } catch (e) { console.warn('figure', e); }
+      const lay = () => { try { (narrow ? adapt : settle)(gd); } catch (e) { console.warn('figure', e); } };
+      // (a figure the server has drawn anew since the crossing is laid out as it is: its layout is not ours)
+      if (gd.__stale && gd.layout && gd.layout.__narrow) redraw(gd).then(lay).catch(e => console.warn('figure', e));
+      else { gd.__stale = false; lay(); }
     });
   };
-  // new figures, redrawn figures, and a tab shown (its figures become visible)
-  new MutationObserver(() => { if (!pending) pending = setTimeout(scan, 80); })
+  // new figures, redrawn figures, a tab shown (its figures become visible), and a window crossing NARROW
+  const later = () => { if (!pending) pending = setTimeout(scan, 80); };
+  new MutationObserver(later)
     .observe(document.body, {childList: true, subtree: true, attributes: true, attributeFilter: ['class', 'hidden', 'style']});
+  // (after Plotly's own resize of every shown figure, due 100 ms after the event: it would undo a layout made before it)
+  window.addEventListener('resize', () => {
+    if ((window.innerWidth <= NARROW) === scanned) return;
+    clearTimeout(pending);
+    pending = setTimeout(scan, 250);
+  });
   scan();
 }
