@@ -34,7 +34,8 @@
     const drawn = gd.__drawn;
     gd.__stale = false;
     const data = (gd.data || []).map((t, i) => Object.assign({}, t, {name: drawn.names[i]}));
-    // a new plot, as Gradio first drew it (Plotly.react kept pieces of the layout made for the other width)
+    // a new plot, as Gradio first drew it, with Gradio's config (our figures carry none of their own; Plotly.react
+    // kept pieces of the layout made for the other width)
     return tracked(window.Plotly.newPlot(gd, data, JSON.parse(JSON.stringify(drawn.layout)), {responsive: true}));
   };
 

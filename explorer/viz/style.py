@@ -57,8 +57,8 @@ def white_template(fig: go.Figure) -> None:
     template, already checked, assigned without checking its few hundred properties again. Checked, it cost
     13 ms a figure on the developers' 2-core machine, ten times the rest of a small figure, and the page
     draws several figures on every update of a live run; assigned so, 0.5 ms. (``_validate`` is plotly's own
-    switch, ``BaseFigure._initialize_layout_template``; ``tests/test_viz.py`` checks the result is the
-    template itself.)"""
+    switch, ``BaseFigure._initialize_layout_template``; ``tests/test_viz.py`` checks the figure is, as data, the
+    one the checked assignment makes, and owns its copy.)"""
     layout = fig.layout
     checking = getattr(layout, "_validate", True)
     layout._validate = False
