@@ -15,8 +15,7 @@ from pathlib import Path
 import torch
 
 from .errors import ExplorerError
-
-ASSETS = Path(__file__).resolve().parent.parent / "assets"
+from .shipped import ASSETS
 
 
 def fingerprint(model: torch.nn.Module) -> str:

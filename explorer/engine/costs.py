@@ -76,4 +76,12 @@ def verify_cost_curve(target, max_tokens: int = 17, context: int = 128, repeats:
     for n in sizes:
         curve.append(max([statistics.median(times[n])] + curve[-1:]))
     curves[key] = tuple(curve)
+    curves[key + ":raw"] = tuple(statistics.median(times[n]) for n in sizes)
     return curves[key]
+
+
+def raw_cost_curve(target, max_tokens: int = 17, context: int = 128) -> tuple[float, ...] | None:
+    """The medians ``verify_cost_curve`` made its running maximum of (None before it ran): a report checks them
+    (``explorer.ratios.curve_doubts``), since the maximum hides a T(1) that a busy spell slowed — every ratio
+    then reads 1.00 (``bench --quick`` printed T(n)/T(1) 1.00 for every n, #48)."""
+    return _CURVES.get(target.model, {}).get(f"{target.device}:{max_tokens}:{context}:raw")

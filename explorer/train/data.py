@@ -34,14 +34,15 @@ from typing import Callable
 from ..errors import ExplorerError
 from ..models import LoadedModel, cache_root
 from ..progress import print_progress
+from ..shipped import ASSETS
 from .generate import generate_batch
 
-PROMPT_BANK = Path(__file__).resolve().parent.parent.parent / "assets" / "train_prompts.json"
+PROMPT_BANK = ASSETS / "train_prompts.json"
 MODES = ("greedy", "sample", "hybrid")
 CORPUS_MODES = MODES + ("greedy+sample",)  # greedy+sample: a greedy pass, then sampled passes (``corpus``)
 MAX_PASSES = 20  # passes over the prompt bank when one pass gives fewer tokens than asked
 SAMPLING = (0.8, 0.95)  # temperature, top-p of the sampled answers
-SHIPPED = Path(__file__).resolve().parent.parent.parent / "assets" / "selfgen"  # answers shipped in the repository
+SHIPPED = ASSETS / "selfgen"  # answers shipped with the explorer
 HYBRID_GREEDY_SHARE = 0.5  # Liu et al. (2023) mix greedy and sampled generations; EESD 3.2 adopts the mix
 CACHE_VERSION = 2  # 2: batches decoded on the fast path (train.generate), not HF generate
 

@@ -34,11 +34,12 @@ from pathlib import Path
 import numpy as np
 
 from ... import machine
+from ...shipped import ASSETS
 
 MAX_MATCH = 64  # the longest suffix matched (the paper's maximum tree depth)
 MAX_OCCURRENCES = 4096  # occurrences a node's children are counted over (evenly spaced beyond this)
-SHIPPED = Path(__file__).resolve().parents[3] / "assets" / "selfgen"
-BANK = Path(__file__).resolve().parents[3] / "assets" / "train_prompts.json"
+SHIPPED = ASSETS / "selfgen"
+BANK = ASSETS / "train_prompts.json"
 
 
 @dataclass
