@@ -14,6 +14,7 @@ import torch
 from transformers import DynamicCache
 
 from ..errors import ExplorerError
+from . import cuda_graphs
 from .fast import fast_view
 from .fused_layer import run_compiled
 
@@ -56,11 +57,14 @@ def run_layers(base, layers, hidden: torch.Tensor, past: int, cache: DynamicCach
     the causal mask and rotary embeddings of those positions, or the additive ``mask`` (1, 1, T, past + T)
     and ``position_ids`` (1, T) given (a token tree, ``engine.tree``); (1, T, H) in and out."""
     t = hidden.shape[1]
-    if position_ids is None:
+    causal = position_ids is None  # a plain run of new positions, not a token tree
+    if causal:
         position_ids = torch.arange(past, past + t, device=hidden.device)[None]  # (1, T)
         mask = causal_mask(past, t, hidden.dtype, hidden.device)
     rotary = base.rotary_emb(hidden, position_ids=position_ids)
     out = run_compiled(layers, hidden, past, mask, rotary, cache)
+    if out is None and causal:
+        out = cuda_graphs.run(layers, hidden, past, rotary, cache)  # a GPU's replayed graph (CPU: None)
     if out is not None:
         return out
     for layer in layers:

@@ -92,6 +92,8 @@ class FusedLlamaLayer(torch.nn.Module):
         (``compiled.attention_rows``); everything else, and the target always, by batched products."""
         linears = (self.qkv, self.o_proj, self.gate_up, self.down_proj)
         forms = [m.compiled_form(kind) for m in linears]
+        if self.norm_in[0].device.type != "cpu":
+            return None  # the compiled layer is C++ for this CPU; a GPU's forwards are graphed (engine.cuda_graphs)
         if not self.silu or self.norm_post[1] != self.norm_in[1] or None in forms \
                 or len({family for family, _ in forms}) != 1:
             return None

@@ -12,12 +12,14 @@ Formats (``GROUP`` = 32 weights along the input per scale):
           stores. torch's kernel computes (q − 8)·scale + zero, so scale = d and zero = m + 8·d.
     int8  w = s·q per output row, codes q in −127…127.
 
-Kernels: ``aten._weight_int4pack_mm_for_cpu`` and ``aten._weight_int8pack_mm``. On x86 both are vectorised
-for bfloat16 activations only (float32 ones run a scalar loop), so a low-bit product takes and gives
-bfloat16. Which runs is decided per process by measuring this machine (``choose``): the low-bit kernel
-where it exists and beats the same weights de-quantised to bfloat16 through a plain product, else that
-plain product (the "dense" family: CUDA, an older torch, a CPU where the kernel loses, or
-``EXPLORER_LOWBIT=0``). Both compute the same function up to rounding; ``LowBitLinear.note`` says which runs.
+Kernels: ``aten._weight_int4pack_mm_for_cpu`` (CPU) or ``aten._weight_int4pack_mm`` (CUDA: the tinygemm
+kernel, its own packing of the same codes, ``pack_int4``) and ``aten._weight_int8pack_mm``. On x86 both are
+vectorised for bfloat16 activations only (float32 ones run a scalar loop), and CUDA's int4 kernel takes
+bfloat16 alone, so a low-bit product takes and gives bfloat16. Which runs is decided per process by measuring
+this machine (``choose``): the low-bit kernel where it exists, agrees with the plain product and beats the same
+weights de-quantised to bfloat16 through a plain product, else that plain product (the "dense" family: an
+older torch, a device where the kernel loses, or ``EXPLORER_LOWBIT=0``). Both compute the same function up to
+rounding; ``LowBitLinear.note`` says which runs.
 
 Shape legend: R rows (tokens), I input features, O output features, G groups (I / GROUP).
 """
@@ -63,6 +65,9 @@ class Int4Blocks:
         codes = torch.round((groups - low[..., None]) / scale[..., None]).clamp_(0, 15).to(torch.uint8).view(o, i)
         return Int4Blocks(codes, scale, low)
 
+    def to(self, device: torch.device) -> "Int4Blocks":
+        return Int4Blocks(*(getattr(self, f.name).to(device) for f in dataclasses.fields(Int4Blocks)))
+
     @staticmethod
     def stacked(parts: list["Int4Blocks"]) -> "Int4Blocks":
         """Several matrices' rows one after another (q, k and v as one product)."""
@@ -77,10 +82,32 @@ def int8_rows(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.round(w / scale[:, None]).clamp_(-127, 127).to(torch.int8), scale
 
 
+def pack_int4(blocks: Int4Blocks, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """(packed codes, scale-and-zero (G, O, 2) in ``dtype``): the tensors torch's int4 kernel on the blocks'
+    device reads. It computes (q − 8)·scale + zero, so for Q4_1's d·q + m: scale = d, zero = m + 8·d. The CPU
+    kernel packs codes (O, I) int32; CUDA's takes two codes a byte, (O, I/2) uint8, the even column in the high
+    nibble, laid out in tiles of ``_inner_k_tiles`` × 16 columns."""
+    codes = blocks.codes
+    if codes.is_cuda:
+        pairs = (codes[:, ::2].to(torch.uint8) << 4) | codes[:, 1::2].to(torch.uint8)  # (O, I/2)
+        packed = torch.ops.aten._convert_weight_to_int4pack(pairs.contiguous(), _inner_k_tiles(codes.shape[1]))
+    else:
+        packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(codes.to(torch.int32), 1)
+    scale_zero = torch.stack([blocks.scale, blocks.minimum + 8 * blocks.scale], dim=-1)  # (O, G, 2)
+    return packed, scale_zero.transpose(0, 1).contiguous().to(dtype)  # (G, O, 2)
+
+
+def _inner_k_tiles(in_features: int) -> int:
+    """CUDA's int4 layout: the largest tile count (8, 4 or 2) whose 16-column tiles divide the input."""
+    return next((k for k in (8, 4, 2) if in_features % (16 * k) == 0), 2)
+
+
 def multiply(family: str, x: torch.Tensor, tensors: tuple[torch.Tensor, ...]) -> torch.Tensor:
     """(R, I) -> (R, O) through ``family``'s kernel over its ``tensors`` (see ``LowBitLinear``)."""
     if family == "int4":
         packed, scale_zero = tensors
+        if x.is_cuda:
+            return torch.ops.aten._weight_int4pack_mm(x, packed, GROUP, scale_zero)
         return torch.ops.aten._weight_int4pack_mm_for_cpu(x, packed, GROUP, scale_zero)
     if family == "int8":
         codes, scales = tensors
@@ -109,9 +136,7 @@ class LowBitLinear(torch.nn.Module):
         o, i = blocks.codes.shape
         family, why = choose("int4", blocks.codes.device, dtype, o, i)
         if family == "int4":
-            packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(blocks.codes.to(torch.int32), 1)
-            scale_zero = torch.stack([blocks.scale, blocks.minimum + 8 * blocks.scale], dim=-1)  # (O, G, 2)
-            tensors = (packed, scale_zero.transpose(0, 1).contiguous().to(dtype))  # scale-and-zero (G, O, 2)
+            tensors = pack_int4(blocks, dtype)
         else:
             tensors = (blocks.dense().to(dtype),)
         return LowBitLinear(family, tensors, o, i, bias, dtype, why)
@@ -205,14 +230,15 @@ def _name(dtype: torch.dtype) -> str:
 
 def _measure(bits: str, device: torch.device, dtype: torch.dtype) -> tuple[str, str]:
     dense = f"de-quantised to {_name(dtype)}"
-    if torch.device(device).type != "cpu":
-        return "dense", f"{dense} (no {bits} kernel on {torch.device(device).type} here)"
+    device = torch.device(device)
+    if device.type not in ("cpu", "cuda"):
+        return "dense", f"{dense} (no {bits} kernel on {device.type} here)"
     o, i = PROBE_SHAPE
     generator = torch.Generator().manual_seed(0)
-    weight = torch.randn(o, i, generator=generator) * i ** -0.5
+    weight = (torch.randn(o, i, generator=generator) * i ** -0.5).to(device)
     try:
         fast = LowBitLinear(bits, _probe_tensors(bits, weight, dtype), o, i, None, dtype, "")
-        x = torch.randn(1, i, generator=generator).to(dtype)
+        x = torch.randn(1, i, generator=generator).to(device, dtype)
         if float((fast(x).float() - x.float() @ _probe_dense(bits, weight).T).abs().max()) > 0.1:
             return "dense", f"{dense} (the {bits} kernel disagreed with the plain product here)"
     except (RuntimeError, NotImplementedError, AttributeError) as err:
@@ -226,10 +252,7 @@ def _measure(bits: str, device: torch.device, dtype: torch.dtype) -> tuple[str, 
 
 def _probe_tensors(bits: str, weight: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
     if bits == "int4":
-        blocks = Int4Blocks.rounded(weight)
-        packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(blocks.codes.to(torch.int32), 1)
-        scale_zero = torch.stack([blocks.scale, blocks.minimum + 8 * blocks.scale], -1).transpose(0, 1)
-        return packed, scale_zero.contiguous().to(dtype)
+        return pack_int4(Int4Blocks.rounded(weight), dtype)
     codes, scales = int8_rows(weight)
     return codes, scales.to(dtype)
 
@@ -246,13 +269,16 @@ def _best_s(*calls, repeats: int = 25) -> list[float]:
     all). The fastest, not the median: on a busy machine (other visitors, a test run) most timings of a
     small product wait for a core, and the median once picked the slower kernel at 8 ms against 8 ms."""
     best = [float("inf")] * len(calls)
+    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)  # a GPU runs asynchronously
     with torch.inference_mode():
         for call in calls:
             for _ in range(3):
                 call()
         for _ in range(repeats):
             for i, call in enumerate(calls):
+                sync()
                 start = time.perf_counter()
                 call()
+                sync()
                 best[i] = min(best[i], time.perf_counter() - start)
     return best

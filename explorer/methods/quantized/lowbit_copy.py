@@ -122,7 +122,7 @@ def _int4_blocks(target) -> tuple[dict[str, Int4Blocks], str, bool]:
     if path is None or model.dtype != torch.float32 or getattr(config, "model_type", "") != "llama":
         return {}, rounded, False
     try:
-        blocks = q4_1_blocks(path, config)
+        blocks = {name: b.to(model.device) for name, b in q4_1_blocks(path, config).items()}
     except (OSError, ValueError, KeyError, ImportError):
         return {}, rounded, False
     weights = dict(model.named_parameters())

@@ -1,0 +1,250 @@
+"""CUDA graphs for the forwards decoding repeats: a stack of decoder layers over T ≤ ``MAX_ROWS`` new rows,
+captured once per (layers, T, KV buffers) and replayed.
+
+Why: on a GPU a small model's forward is bound by kernel launches, not by arithmetic or bytes. The default
+model's one-token forward is 30 layers × ≈ 15 kernels, each launched from Python in tens of µs while the GPU
+runs it in a few (H100, 2026-11-23: our ``ar`` 32.9 tokens/s, ≈ 30 ms a step for 270 MB of weights that the
+card reads in 0.1 ms; T(6)/T(1) = 1.14). A CUDA graph records the kernels of one forward once and replays
+them all with one launch.
+
+How, as gpt-fast does it: a graph bakes in every tensor's address and shape, so
+- each layer's KV cache is a buffer of fixed capacity C (the cache's own ``GrowingLayer`` buffer, zeroed and
+  sized to ``CAPACITY`` positions, doubled when a context outgrows it), written at the new rows' positions
+  (``index_copy_`` at ``slots``) and read whole under a mask that hides every position after each row's
+  own: the keys of rejected drafts stay in the buffer, unseen, until the next round overwrites them;
+- the new rows' hidden states, rotary tables and positions are copied into the graph's static inputs before
+  a replay, and its output is copied out after;
+- one graph per (layers, T, the buffers' addresses): T from 1 to ``MAX_ROWS`` covers a verification of
+  γ + 1 tokens and a draft's one-row step; longer inputs (the prompt) and token trees (explicit masks and
+  positions) run eagerly into the same buffers, so every path sees one cache.
+Off CUDA nothing here runs (``static_on_cpu`` runs the same static-buffer stack eagerly on the CPU, for the
+tests). ``EXPLORER_CUDA_GRAPHS=0`` turns graphs off; a capture that fails says why once, and that stack
+decodes eagerly from then on.
+
+Shape legend: T new rows, C buffer capacity, H hidden size, N query heads, G key/value heads, D head size.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+import weakref
+from collections import OrderedDict
+
+import torch
+
+from ..errors import one_line
+from .cache import GrowingLayer, cache_layer
+from .compiled import attention, rotate_half
+from .fused_layer import FusedLlamaLayer
+from .kernels import say
+
+MAX_ROWS = 32  # rows a graphed forward takes: a verification of up to 31 drafts, a draft's one-row step
+CAPACITY = 1024  # positions a graphed layer's KV buffer holds at first (doubled as a context needs)
+MAX_GRAPHS = 96  # graphs kept per stack of layers (least recently replayed dropped first)
+
+_LOCK = threading.RLock()  # one capture or replay at a time: graphs of a model share their memory pool
+_GRAPHS: "weakref.WeakKeyDictionary[torch.nn.Module, OrderedDict]" = weakref.WeakKeyDictionary()
+_POOLS: "weakref.WeakKeyDictionary[torch.nn.Module, object]" = weakref.WeakKeyDictionary()
+_FAILED: "weakref.WeakKeyDictionary[torch.nn.Module, str]" = weakref.WeakKeyDictionary()
+_STATIC_ON_CPU = threading.local()
+COUNTS = {"captured": 0, "capture_s": 0.0, "replayed": 0, "static": 0}  # "static": CPU runs (tests)
+
+
+def enabled() -> bool:
+    """``EXPLORER_CUDA_GRAPHS`` (read at every call, so one process can compare): on unless 0/false/no/off."""
+    return os.environ.get("EXPLORER_CUDA_GRAPHS", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+@contextlib.contextmanager
+def static_on_cpu():
+    """Inside this block (this thread), CPU forwards of T ≤ ``MAX_ROWS`` rows run the graphs' static-buffer
+    stack eagerly: the same arithmetic a graph replays (whole-buffer attention under a position mask, writes
+    at ``slots``), checked against the eager path by the tests on a machine without CUDA."""
+    before = getattr(_STATIC_ON_CPU, "on", False)
+    _STATIC_ON_CPU.on = True
+    try:
+        yield
+    finally:
+        _STATIC_ON_CPU.on = before
+
+
+def status() -> str:
+    """In words, for reports: how many graphs were captured (and in how long), how many replays."""
+    if not COUNTS["captured"] and not _FAILED:
+        return "off" if not enabled() else "none captured"
+    failed = f"; eager after a failed capture: {next(iter(_FAILED.values()))}" if len(_FAILED) else ""
+    return (f"{COUNTS['captured']} captured in {COUNTS['capture_s']:.1f} s, "
+            f"{COUNTS['replayed']} replays{failed}")
+
+
+def graphable(layer: torch.nn.Module) -> bool:
+    """A layer this module can run over static buffers: a plain Llama layer or its fused form."""
+    return isinstance(layer, FusedLlamaLayer) or FusedLlamaLayer.fits(layer)
+
+
+def run(layers, hidden: torch.Tensor, past: int, rotary, cache) -> torch.Tensor | None:
+    """``layers`` over (1, T, H) after ``past`` cached positions through a replayed graph (CUDA) or the static
+    stack (``static_on_cpu``), the cache's views extended over the rows written; None when this does not
+    apply (the caller then runs the layers eagerly)."""
+    static = hidden.device.type == "cpu" and getattr(_STATIC_ON_CPU, "on", False)
+    t = hidden.shape[1]
+    if not (hidden.is_cuda or static) or not enabled() or cache is None or hidden.shape[0] != 1 \
+            or not 1 <= t <= MAX_ROWS or not layers or not all(graphable(layer) for layer in layers):
+        return None
+    first = layers[0]
+    if first in _FAILED:
+        return None
+    with _LOCK:
+        cached = [cache_layer(cache, _index(layer)) for layer in layers]
+        if not all(isinstance(c, GrowingLayer) and c.get_seq_length() == past for c in cached):
+            return None
+        buffers = [_ready(c, layer, hidden, past + t) for c, layer in zip(cached, layers)]  # [(keys, values)]
+        cos, sin = (r.contiguous() for r in rotary)  # (1, T, D) each
+        slots = torch.arange(past, past + t, device=hidden.device)  # (T,)
+        if static:
+            out = _stack(layers, buffers, hidden, cos, sin, slots)
+            COUNTS["static"] += 1
+        else:
+            out = _replay(first, layers, buffers, hidden, cos, sin, slots)
+            if out is None:
+                return None
+        for c in cached:
+            c.advance(t)
+        return out
+
+
+def _index(layer: torch.nn.Module) -> int:
+    return layer.layer_idx if isinstance(layer, FusedLlamaLayer) else layer.self_attn.layer_idx
+
+
+def _ready(cached: GrowingLayer, layer, like: torch.Tensor, need: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``cached``'s key and value buffers (1, G, C, D), zeroed where unwritten and holding ``need`` positions:
+    the whole buffer is read under a mask, and 0 · NaN from never-written memory would be NaN. A buffer this
+    made before is used as it is while it has room; any other is copied into a new one."""
+    keys = cached._key_buffer if cached.is_initialized and hasattr(cached, "_key_buffer") else None
+    if keys is not None and getattr(cached, "_graph_buffer", None) == keys.data_ptr() \
+            and cached.keys.data_ptr() == keys.data_ptr() and cached.values.data_ptr() == cached._value_buffer.data_ptr() \
+            and need <= keys.shape[2]:
+        return keys, cached._value_buffer
+    g, d = _kv_shape(layer)
+    capacity = CAPACITY
+    while capacity < need:
+        capacity *= 2
+    past = cached.get_seq_length()
+    fresh = [like.new_zeros(1, g, capacity, d) for _ in range(2)]  # keys, values (1, G, C, D)
+    if past:
+        fresh[0][:, :, :past] = cached.keys
+        fresh[1][:, :, :past] = cached.values
+    if not cached.is_initialized:
+        cached.lazy_initialization(fresh[0], fresh[1])
+    cached._key_buffer, cached._value_buffer = fresh
+    cached.keys, cached.values = fresh[0][:, :, :past], fresh[1][:, :, :past]
+    cached._graph_buffer = fresh[0].data_ptr()
+    return fresh[0], fresh[1]
+
+
+def _kv_shape(layer) -> tuple[int, int]:
+    """(G, D): key/value heads and head size of ``layer``."""
+    if isinstance(layer, FusedLlamaLayer):
+        return layer.kv_size // layer.head_dim, layer.head_dim
+    attn = layer.self_attn
+    return attn.k_proj.out_features // attn.head_dim, attn.head_dim
+
+
+def _stack(layers, buffers, hidden, cos, sin, slots) -> torch.Tensor:
+    """The stack over static buffers: what a graph records. Row i sits at position slots[i] and sees every
+    key at or before it (the cached context and the rows before it); the rest of the buffer is masked."""
+    capacity = buffers[0][0].shape[2]
+    columns = torch.arange(capacity, device=hidden.device)  # (C,)
+    low = torch.finfo(hidden.dtype).min
+    mask = torch.where(columns[None, :] <= slots[:, None], 0.0, low).to(hidden.dtype)  # (T, C) additive
+    for layer, (keys, values) in zip(layers, buffers):
+        hidden = _layer(layer, hidden, keys, values, slots, cos[0], sin[0], mask)
+    return hidden
+
+
+def _layer(layer, h, keys, values, slots, cos, sin, mask) -> torch.Tensor:
+    """One Llama decoder layer over (1, T, H), its keys and values written at ``slots`` of the buffers
+    (1, G, C, D) and attended over all C positions under ``mask`` (T, C); cos, sin (T, D)."""
+    t = h.shape[1]
+    if isinstance(layer, FusedLlamaLayer):
+        d = layer.head_dim
+        x = layer._rms_norm(h, layer.norm_in)
+        q, k, v = layer.qkv(x).split([layer.q_size, layer.kv_size, layer.kv_size], dim=-1)
+        scaling, out_proj = layer.scaling, layer.o_proj
+    else:
+        attn = layer.self_attn
+        d = attn.head_dim
+        x = layer.input_layernorm(h)
+        q, k, v = attn.q_proj(x), attn.k_proj(x), attn.v_proj(x)
+        scaling, out_proj = attn.scaling, attn.o_proj
+    q = q[0].view(t, -1, d).transpose(0, 1)  # (N, T, D)
+    k = k[0].view(t, -1, d).transpose(0, 1)  # (G, T, D)
+    v = v[0].view(t, -1, d).transpose(0, 1)  # (G, T, D)
+    q = q * cos + rotate_half(q) * sin
+    k = k * cos + rotate_half(k) * sin
+    keys.index_copy_(2, slots, k[None].to(keys.dtype))
+    values.index_copy_(2, slots, v[None].to(values.dtype))
+    a = attention(q, keys[0], values[0], mask, scaling)  # (T, N·D)
+    h = h + out_proj(a)[None]
+    if isinstance(layer, FusedLlamaLayer):
+        x = layer._rms_norm(h, layer.norm_post)
+        gate, up = layer.gate_up(x).split([layer.inner, layer.inner], dim=-1)
+        return h + layer.down_proj(layer.act_fn(gate) * up)
+    return h + layer.mlp(layer.post_attention_layernorm(h))
+
+
+class _Graph:
+    """One captured stack: static inputs, the graph, its output."""
+
+    def __init__(self, layers, buffers, hidden, cos, sin, slots, pool):
+        self.hidden, self.cos, self.sin, self.slots = (x.clone() for x in (hidden, cos, sin, slots))
+        # one eager run on a side stream first (what capture needs: cuBLAS's workspaces, lazy state); it
+        # computes this very step, so the keys it writes are the ones the replay writes again
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            _stack(layers, buffers, self.hidden, self.cos, self.sin, self.slots)
+        torch.cuda.current_stream().wait_stream(side)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph, pool=pool, capture_error_mode="thread_local"):
+            self.out = _stack(layers, buffers, self.hidden, self.cos, self.sin, self.slots)
+
+    def replay(self, hidden, cos, sin, slots) -> torch.Tensor:
+        self.hidden.copy_(hidden)
+        self.cos.copy_(cos)
+        self.sin.copy_(sin)
+        self.slots.copy_(slots)
+        self.graph.replay()
+        return self.out.clone()
+
+
+def _replay(first, layers, buffers, hidden, cos, sin, slots) -> torch.Tensor | None:
+    """The graph for this (layers, T, buffers), captured on first use; None after a failed capture."""
+    key = (tuple(id(layer) for layer in layers), hidden.shape[1], hidden.dtype,
+           tuple(b.data_ptr() for pair in buffers for b in pair), buffers[0][0].shape[2])
+    graphs = _GRAPHS.setdefault(first, OrderedDict())
+    graph = graphs.get(key)
+    if graph is None:
+        try:
+            started = time.perf_counter()
+            pool = _POOLS.get(first)
+            if pool is None:
+                pool = _POOLS[first] = torch.cuda.graph_pool_handle()
+            graph = _Graph(layers, buffers, hidden, cos, sin, slots, pool)
+            COUNTS["captured"] += 1
+            COUNTS["capture_s"] += time.perf_counter() - started
+        except Exception as err:  # noqa: BLE001 — any failure leaves this stack eager, said once
+            _FAILED[first] = one_line(err, 160)
+            say(f"note: CUDA graphs are off for this model ({_FAILED[first]}); it decodes eagerly")
+            return None
+        graphs[key] = graph
+        while len(graphs) > MAX_GRAPHS:
+            graphs.popitem(last=False)
+    else:
+        graphs.move_to_end(key)
+    COUNTS["replayed"] += 1
+    return graph.replay(hidden, cos, sin, slots)
