@@ -37,9 +37,15 @@ def test_bench_rows(default_model):
     assert rows["ar"]["ms_per_token"]["draft"] < 0.1 * rows["ar"]["ms_per_token"]["verify"]
     assert rows["speculative:early-exit:4/cost-aware"]["ms_per_token"]["draft"] > rows["ar"]["ms_per_token"]["draft"]
     assert rows["hf-generate"]["ms_per_token"] is None
-    assert len(lines) == 2 * len(prompts) * 5 and "tok/s" in lines[0]
+    # the wait, from the warm-up's pace, then each run's line with the time left from the runs so far (#48)
+    assert len(lines) == 1 + 2 * len(prompts) * 5 and "at the pace of the warm-up" in lines[0]
+    assert "tok/s" in lines[1] and " left" in lines[1] and " left" not in lines[-1]
     ratios = report["meta"]["verify_cost_ratio"]
     assert ratios[0] == 1.0 and ratios == sorted(ratios)
+    # what the honesty rule reads (#48): the medians behind the curve, each run's pace probe, lossless or not
+    assert len(report["meta"]["verify_cost_median_s"]) == len(ratios) and report["meta"]["date"]
+    for row in rows.values():
+        assert len(row["pace_ms"]) == 2 * len(prompts) and all(p > 0 for p in row["pace_ms"]) and row["lossy"] is False
     table = bench.markdown(report)
     assert table.count("\n| ") >= 5 and "× HF generate" in table
     # the machine it was measured on, and how it ran the model (#26: figures that say their machine)

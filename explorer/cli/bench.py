@@ -8,12 +8,16 @@ from ..errors import ExplorerError
 from .common import add_dtype
 
 
+# what `python -m explorer --help` lists, without importing what the command needs
+HELP = "benchmark HF generate and our methods side by side"
+
+
 def add_parser(sub) -> None:
     from ..bench import DEFAULT_SYSTEMS, system_grammar
     from ..drafts import draft_forms
     from ..engine.controllers import CONTROLLERS, DEFAULT_CONTROLLER, DEFAULT_GAMMA
 
-    bench = sub.add_parser("bench", help="benchmark HF generate and our methods side by side")
+    bench = sub.add_parser("bench", help=HELP)
     bench.add_argument("--model", help="default | hf:ORG/NAME | tiny-random[:SEED[:LAYERS]] (default: default)")
     bench.add_argument("--pair", help="a target and its drafts: smollm2-1.7b | tiny; sets --model and, where no "
                        "--system is given, the systems (hf-generate, ar and speculative with each of its drafts)")
@@ -34,7 +38,9 @@ def add_parser(sub) -> None:
     bench.add_argument("--prompts", choices=("shipped", "heldout"), default="shipped",
                        help="shipped: the 10 prompts the page offers (assets/prompts.json); heldout: 10 of the prompt "
                             "bank's held-out prompts, one per kind (nothing was trained or tuned on them)")
-    bench.add_argument("--quick", action="store_true", help="one prompt per category, 24 tokens, 1 repeat (under 2 minutes)")
+    bench.add_argument("--quick", action="store_true", help="one prompt per category, 24 tokens, 1 repeat: the shortest "
+                       "run that checks every system (how long it takes is printed once the warm-up has measured this "
+                       "machine's pace, and corrected after every run)")
     bench.add_argument("--out", default="bench.json", help="JSON report (default bench.json)")
     bench.add_argument("--markdown", help="also write the markdown table to this file")
     bench.set_defaults(handler=handle)
@@ -58,6 +64,7 @@ def handle(args) -> int:
                        max_new_tokens=args.max_new_tokens, temperature=args.temperature, gamma=args.gamma,
                        controller=args.controller, quick=args.quick, device=args.device, dtype=args.dtype,
                        prompts=bench.heldout_prompts() if args.prompts == "heldout" else None)
+    report["meta"]["prompt_set"] = args.prompts
     table = bench.markdown(report)
     try:
         with open(args.out, "w", encoding="utf-8") as fh:

@@ -1,7 +1,7 @@
 """Self-contained sections of the page, each building its own components and wiring its own events:
 
-- ``compare_section`` — the benchmark's Compare view: the latest run shipped in ``assets/bench-latest.json``
-  (made by ``python -m explorer bench``), or a report the user uploads;
+- ``compare_section`` — the benchmark's Compare view: a benchmark that ships (``assets/bench-*.json``, made by
+  ``python -m explorer bench``; it opens on ``bench-latest.json``, today's methods), or a report the user uploads;
 - ``bild_sweep_section`` — BiLD's quality/cost trade-off over a grid of α_FB × α_RB, run on demand with a
   progress bar (the BiLD paper's Figure 9 on this model);
 - ``theory_lab_section`` — the theory lab: a synthetic draft with a dialled α and c over γ, measured against
@@ -14,22 +14,27 @@ import html
 import json
 import math
 from dataclasses import dataclass
-from pathlib import Path
 
 import gradio as gr
 
 from explorer import bench, sweep
 from explorer.errors import ExplorerError, one_line
-from explorer.reports import load_bench_report
+from explorer.reports import LATEST, benchmark_label, load_bench_report
+from explorer.shipped import ASSETS
 from explorer.ui import zerogpu
-from explorer.ui.jobs import WORK, stopped
-from explorer.ui.session import session_id
+from explorer.ui.long_jobs import LONG_GROUP, LongJob
 from explorer.viz import empty_figure, safe_markdown
 from explorer.viz.compare import compare_figure
 from explorer.viz.lab import theory_lab_figure
 from explorer.viz.views.bild import sweep_figure
 
-LATEST_BENCH = Path(__file__).resolve().parents[2] / "assets" / "bench-latest.json"
+LATEST_BENCH = ASSETS / LATEST
+
+
+def shipped_benchmarks() -> dict[str, dict]:
+    """Every benchmark that ships, checked like an upload, by file name: the latest first, then by name."""
+    files = sorted(ASSETS.glob("bench-*.json"), key=lambda f: (f.name != LATEST, f.name))
+    return {f.name: load_bench_report(f.read_text(encoding="utf-8")) for f in files}
 AGAINST = {"our ar": "ar", "HF generate": "hf"}
 
 
@@ -63,14 +68,19 @@ class CompareView:
 
 def compare_section() -> CompareView:
     """The Compare view (call inside the Blocks context)."""
-    shipped = load_bench_report(LATEST_BENCH.read_text()) if LATEST_BENCH.is_file() else None
+    benchmarks = shipped_benchmarks()
+    shipped = next(iter(benchmarks.values()), None)
     gr.Markdown("### Compare: every method side by side", elem_classes=["section-title"])
-    gr.Markdown("Measured in one process, interleaved, medians over repeats — the latest run of "
-                "`python -m explorer bench` that ships with the app, or a report you upload. Bars: the measured "
-                "speed-up, Leviathan et al.'s Theorem 3.8 from the measured α and c, and the same theorem with the "
-                "verification priced as measured, T(γ+1)/T(1).")
+    gr.Markdown("Measured in one process, interleaved, medians over repeats — a run of `python -m explorer bench` "
+                "that ships with the app (the first is today's methods; the others each measured one question), or a "
+                "report you upload. Bars: the measured speed-up, Leviathan et al.'s Theorem 3.8 from the measured α "
+                "and c, and the same theorem with the verification priced as measured, T(γ+1)/T(1). A speed-up "
+                "measured while the machine's pace moved, or larger than a lossless method's tokens per target "
+                "forward allow, is withheld and the table says why.")
     report_state = gr.State(shipped)
     with gr.Row():
+        chosen = gr.Dropdown([(benchmark_label(name, report), name) for name, report in benchmarks.items()],
+                             value=next(iter(benchmarks), None), label="Shipped benchmark", elem_id="compare-shipped")
         against = gr.Radio(list(AGAINST), value="our ar", label="Speed-up over", elem_id="compare-against")
         upload = gr.UploadButton("⬆ Upload a benchmark report (.json)", file_types=[".json"], type="binary",
                                  elem_id="compare-upload")
@@ -81,6 +91,10 @@ def compare_section() -> CompareView:
     def redraw(report, against_label):
         return _compare_outputs(report, against_label)
 
+    def pick(name, against_label):
+        report = benchmarks.get(name)  # only a file that ships: the menu's value comes from the browser
+        return report, *_compare_outputs(report, against_label)
+
     def uploaded(data, report, against_label):
         try:
             report = load_bench_report(data)
@@ -89,6 +103,7 @@ def compare_section() -> CompareView:
         return report, *_compare_outputs(report, against_label)
 
     against.change(redraw, inputs=[report_state, against], outputs=[plot, markdown], api_visibility="private")
+    chosen.input(pick, inputs=[chosen, against], outputs=[report_state, plot, markdown], api_visibility="private")
     upload.upload(uploaded, inputs=[upload, report_state, against], outputs=[report_state, plot, markdown],
                   api_visibility="private")
     return CompareView(report_state, against, plot, markdown)
@@ -130,7 +145,6 @@ def bild_sweep_section(concurrency_limit: int) -> None:
     table = gr.Markdown(elem_id="bild-sweep-table", elem_classes=["figure-table"])
 
     def run_sweep(draft_spec, fb_text, rb_text, n_prompts, n_tokens, request: gr.Request, progress=gr.Progress()):
-        session = session_id(request)
         try:
             fbs = parse_thresholds(fb_text, "α_FB", allow_inf=False)
             rbs = parse_thresholds(rb_text, "α_RB", allow_inf=True)
@@ -139,17 +153,18 @@ def bild_sweep_section(concurrency_limit: int) -> None:
                 progress(0, desc="the sweep on a ZeroGPU GPU")
                 report = zerogpu.sweep_run(str(draft_spec).strip(), fbs, rbs, int(n_tokens), texts)
             else:
-                progress(0, desc="large model's own outputs (the reference)")
-                with WORK.slot():
+                key = ("bild sweep", str(draft_spec).strip(), int(n_tokens), len(texts))
+                with LongJob(request, "the sweep", key, len(fbs) * len(rbs), "point", hint="fewer values or tokens",
+                             tell=lambda line: progress(0, desc=line)) as job:
+                    progress(0, desc="large model's own outputs (the reference)")
                     report = sweep.bild_sweep("default", str(draft_spec).strip(), fbs, rbs, int(n_tokens), prompts=texts,
-                                              progress=lambda done, total, line: progress(done / total, desc=line),
-                                              should_stop=lambda: stopped(session))
+                                              progress=job.told(progress), should_stop=job.between)
         except ExplorerError as err:
             raise gr.Error(html.escape(one_line(err))) from None  # toasts render HTML; the message may quote input
         return sweep_figure(report), sweep.markdown(report)
 
     run.click(run_sweep, inputs=[draft, fallbacks, rollbacks, prompts, tokens], outputs=[plot, table],
-              concurrency_limit=concurrency_limit, concurrency_id="decode", api_visibility="private")
+              concurrency_limit=concurrency_limit, concurrency_id=LONG_GROUP, api_visibility="private")
 
 
 def theory_lab_section(concurrency_limit: int) -> None:
@@ -174,7 +189,6 @@ def theory_lab_section(concurrency_limit: int) -> None:
     table = gr.Markdown(elem_id="lab-table", elem_classes=["figure-table"])
 
     def run_lab(alpha_text, gamma_text, cost_text, n_tokens, request: gr.Request, progress=gr.Progress()):
-        session = session_id(request)
         try:
             grid = sweep.lab_grid(parse_numbers(alpha_text, "α"), parse_numbers(gamma_text, "γ"),
                                   parse_numbers(cost_text, "c"))
@@ -183,14 +197,15 @@ def theory_lab_section(concurrency_limit: int) -> None:
                 progress(0, desc="the lab on a ZeroGPU GPU")
                 report = zerogpu.lab_run(*grid, int(n_tokens), prompts)
             else:
-                progress(0, desc="the target's own output and its T(n), measured")
-                with WORK.slot():
+                key = ("theory lab", int(n_tokens))
+                with LongJob(request, "the lab", key, len(grid[0]) * len(grid[1]) * len(grid[2]), "point",
+                             hint="fewer values or tokens", tell=lambda line: progress(0, desc=line)) as job:
+                    progress(0, desc="the target's own output and its T(n), measured")
                     report = sweep.theory_sweep("default", *grid, int(n_tokens), prompts=prompts,
-                                                progress=lambda done, total, line: progress(done / total, desc=line),
-                                                should_stop=lambda: stopped(session))
+                                                progress=job.told(progress), should_stop=job.between)
         except ExplorerError as err:
             raise gr.Error(html.escape(one_line(err))) from None
         return theory_lab_figure(report), sweep.theory_markdown(report)
 
     run.click(run_lab, inputs=[alphas, gammas, costs, tokens], outputs=[plot, table],
-              concurrency_limit=concurrency_limit, concurrency_id="decode", api_visibility="private")
+              concurrency_limit=concurrency_limit, concurrency_id=LONG_GROUP, api_visibility="private")

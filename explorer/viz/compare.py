@@ -3,12 +3,19 @@ beside what Leviathan et al.'s Theorem 3.8 predicts from its measured α and c, 
 the measured verify cost T(γ+1)/T(1) in place of one step.
 
 A report may be a stranger's upload (``reports.load_bench_report`` checks its values): every row has
-``system``, ``tokens_per_s`` and ``speedup_vs_ar``; any other key may be absent."""
+``system``, ``tokens_per_s`` and ``speedup_vs_ar``; any other key may be absent.
+
+A measured speed-up that is not a fact (``reports.row_doubt``: its runs met another pace than the baseline's, or a
+lossless row beat plain decoding by more than its tokens per target forward allow) gets no bar: a "withheld" mark
+at 0 says why when pointed at, and the table under the figure says it in words."""
 
 from __future__ import annotations
 
+import textwrap
+
 import plotly.graph_objects as go
 
+from ..reports import row_doubt
 from ..words import plural
 from .text import plotly_text
 from .style import BASELINE_COLOUR, DRAFT_COLOUR, RUN_COLOUR, base_layout
@@ -28,13 +35,24 @@ def compare_figure(report: dict, against: str = "ar") -> go.Figure:
     baseline = "our ar" if against == "ar" else "HF generate"
     rows = [r for r in report["rows"] if r.get(key) is not None]
     names = [system_label(r["system"]) for r in rows]
+    by_name = {r["system"]: r for r in report["rows"]}
+    doubts = [row_doubt(r, by_name.get("ar" if against == "ar" else "hf-generate"), key) for r in rows]
     fig = go.Figure()
     fig.add_trace(go.Bar(
-        y=names, x=[r[key] for r in rows], name="measured", marker_color=RUN_COLOUR, orientation="h",
+        y=names, x=[None if why else r[key] for r, why in zip(rows, doubts)], name="measured", marker_color=RUN_COLOUR,
+        orientation="h",
         customdata=[[r["tokens_per_s"], r.get("tokens_per_s_min"), r.get("tokens_per_s_max"), r.get("identical_to_ar")]
                     for r in rows],
         hovertemplate="%{y}<br>%{x:.2f}× " + baseline + "<br>%{customdata[0]:.1f} tok/s "
                       "(%{customdata[1]:.1f}–%{customdata[2]:.1f})<br>identical to ar: %{customdata[3]}<extra></extra>"))
+    if any(doubts):
+        withheld = [(name, why) for name, why in zip(names, doubts) if why]
+        fig.add_trace(go.Scatter(
+            y=[name for name, _ in withheld], x=[0] * len(withheld), mode="markers+text", text=["withheld"] * len(withheld),
+            textposition="middle right", name="measured: withheld (not a fair measurement)",
+            marker={"symbol": "x-thin-open", "size": 12, "color": RUN_COLOUR, "line": {"width": 2}},
+            customdata=[["<br>".join(textwrap.wrap(plotly_text(why), 60))] for _, why in withheld],
+            hovertemplate="%{y}<br>measured speed-up withheld: %{customdata[0]}<extra></extra>"))
     # the theory predicts against autoregressive decoding, i.e. our ar
     scale = {r["system"]: (1.0 if against == "ar" else r[key] / r["speedup_vs_ar"]) for r in rows}
     for field, label, colour in (("predicted_speedup", "Theorem 3.8 (verify = 1 step)", BASELINE_COLOUR),
