@@ -11,16 +11,28 @@ The split of one forward: the kernels' own time comes from ``torch.profiler`` (t
 kernels report themselves too), the forward's wall time from a run without the profiler (which slows every
 call it records); what is left of the wall time is Python, dispatch and allocation — the share the
 compiled layer exists to remove.
+
+No ratio is printed that cannot be (``explorer.ratios``): a T(n)/T(1) below 1 or above about n (#48: "T(16)/T(1) =
+0.11"), parts whose shares add up to more than the forward (#48: 277 %, "attention 124 %"); the parts' shares are
+those of the profiled forwards' own wall time, since the profiler slows what it records. The machine's pace is
+probed before every pass over the sizes, and a table measured while it moved says so.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import re
 import statistics
+import sys
+import tempfile
 import time
 
 import torch
 
 from . import machine
+from .pace import PACE_TOLERANCE, probe_ms
+from .ratios import shares_doubt, verify_ratio_doubt
 from .engine import compiled, fast
 from .engine.cache import CachedForward
 from .engine.forward import full_forward
@@ -63,8 +75,10 @@ def forwards(target) -> dict[str, tuple]:
     return out
 
 
-def verify_costs(target, sizes=(1, 2, 3, 4, 5, 8, 16), context: int = 128, repeats: int = 15) -> dict[str, dict[int, float]]:
-    """Median seconds of one forward of n new tokens after ``context`` cached ones, per forward."""
+def verify_costs(target, sizes=(1, 2, 3, 4, 5, 8, 16), context: int = 128, repeats: int = 15,
+                 pace: list | None = None) -> dict[str, dict[int, float]]:
+    """Median seconds of one forward of n new tokens after ``context`` cached ones, per forward; ``pace``, when
+    given, receives the machine's pace probe (ms) taken before each pass over the sizes."""
     ids = _ids(target, context + max(sizes))
     runners = forwards(target)
     sync = torch.cuda.synchronize if target.device.type == "cuda" else (lambda: None)
@@ -73,6 +87,8 @@ def verify_costs(target, sizes=(1, 2, 3, 4, 5, 8, 16), context: int = 128, repea
         with mode():
             runner.logits(ids[:context], 1)
     for rep in range(repeats + 1):  # the first pass is a warm-up
+        if pace is not None and rep:
+            pace.append(probe_ms())
         for n in sizes:
             for name, (runner, mode) in runners.items():
                 with mode():
@@ -98,38 +114,70 @@ def _part(name: str) -> str | None:
     return None
 
 
+KINETO_LINE = re.compile(rb"^(USDT|STAGE|INFO):\d{4}-\d\d-\d\d .*\n?", re.M)
+
+
+@contextlib.contextmanager
+def _kineto_silenced():
+    """Kineto (torch.profiler's engine) writes "USDT: … profiler_start" and "profiler_stop" lines straight to the
+    process's stderr at every profiled block (``profile`` printed them among its table, #48; ``KINETO_LOG_LEVEL``
+    does not stop them once ``torch._dynamo`` has loaded the profiler). So stderr is caught in a file for the block
+    and passed on without those lines: anything else written there still reaches the terminal."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as caught:
+        os.dup2(caught.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            caught.seek(0)
+            rest = KINETO_LINE.sub(b"", caught.read())
+            if rest:
+                sys.stderr.write(rest.decode(errors="replace"))
+                sys.stderr.flush()
+
+
 def breakdown(target, n: int = 1, context: int = 128, repeats: int = 20) -> dict[str, float]:
     """Milliseconds per fast-path forward of ``n`` tokens (compiled where it is) by part (``PARTS``), from
-    the kernels' own times under the profiler; the rest of the wall time measured without the profiler
-    as Python, dispatch and allocation; and that wall time. Profiled and unprofiled blocks alternate, so a
-    slow spell of the machine lands on both rather than in "the rest"."""
+    the kernels' own times under the profiler, as their share of the profiled forwards' wall time (the profiler
+    slows every op it records) applied to the wall time without it; the rest as Python, dispatch and allocation;
+    that wall time; and ``share``, the parts' own shares added up (above 1 the split cannot be true:
+    ``ratios.shares_doubt``). Profiled and unprofiled blocks alternate, so a slow spell of the machine lands on
+    both rather than in "the rest"."""
     from torch.profiler import ProfilerActivity, profile
 
     ids = _ids(target, context + n)
     runner = CachedForward(full_forward(target.model), target.device)
     runner.logits(ids[:context], 1)
-    walls, parts, profiled = [], dict.fromkeys(PARTS, 0.0), 0
+    walls, parts, profiled, profiled_s = [], dict.fromkeys(PARTS, 0.0), 0, 0.0
     block = max(1, repeats // 4)
-    for rep in range(4):
-        for i in range(block + (2 if rep == 0 else 0)):  # two warm-up forwards first
-            runner.truncate(context)
-            start = time.perf_counter()
-            runner.logits(ids, n)
-            if rep or i >= 2:
-                walls.append(time.perf_counter() - start)
-        with profile(activities=[ProfilerActivity.CPU]) as prof:
-            for _ in range(block):
+    with _kineto_silenced():
+        for rep in range(4):
+            for i in range(block + (2 if rep == 0 else 0)):  # two warm-up forwards first
                 runner.truncate(context)
+                start = time.perf_counter()
                 runner.logits(ids, n)
-        profiled += block
-        for event in prof.key_averages():
-            part = _part(event.key)
-            if part is not None:
-                parts[part] += event.self_cpu_time_total / 1e3
-    parts = {part: ms / profiled for part, ms in parts.items()}
+                if rep or i >= 2:
+                    walls.append(time.perf_counter() - start)
+            with profile(activities=[ProfilerActivity.CPU]) as prof:
+                start = time.perf_counter()
+                for _ in range(block):
+                    runner.truncate(context)
+                    runner.logits(ids, n)
+                profiled_s += time.perf_counter() - start
+            profiled += block
+            for event in prof.key_averages():
+                part = _part(event.key)
+                if part is not None:
+                    parts[part] += event.self_cpu_time_total / 1e3
+    shares = {part: ms / (profiled_s * 1e3) for part, ms in parts.items()}
     wall = statistics.median(walls) * 1e3
+    parts = {part: share * wall for part, share in shares.items()}
     parts["Python, dispatch and allocation (the rest)"] = max(0.0, wall - sum(parts.values()))
-    return {**parts, "wall": wall}
+    return {**parts, "wall": wall, "share": sum(shares.values())}
 
 
 def dispatch_cost(target, repeats: int = 200) -> tuple[float, float]:
@@ -184,28 +232,72 @@ def report(target, sizes=(1, 2, 3, 4, 5, 8, 16), context: int = 128, repeats: in
                                     if fast.fast_view(target.model) is not target.model else
                                     "not used (no fast path for this model, device or dtype)")) + ".",
              ""]
-    costs = verify_costs(target, sizes, context, repeats)
-    head = "| forward | " + " | ".join(f"T({n}) ms" for n in sizes) + " | " + \
-           " | ".join(f"T({n})/T(1)" for n in sizes[1:]) + " |"
+    pace: list[float] = []
+    costs = verify_costs(target, sizes, context, repeats, pace)
     lines += [f"{target.name} on {target.device} ({dtype}, {torch.get_num_threads()} threads), {context} cached "
-              f"tokens, medians of {repeats}:", "", head, "|---|" + "---|" * (2 * len(sizes) - 1)]
-    for name, row in costs.items():
-        lines.append(f"| {name} | " + " | ".join(f"{row[n] * 1e3:.1f}" for n in sizes) + " | "
-                     + " | ".join(f"{row[n] / row[sizes[0]]:.2f}" for n in sizes[1:]) + " |")
+              f"tokens, medians of {repeats}:", "", *cost_table(costs, sizes, pace)]
     if target.device.type == "cpu" and fast.fast_view(target.model) is not target.model:
-        parts = breakdown(target, 1, context)
-        wall = parts.pop("wall")
-        kind = "compiled" if _is_compiled(target) and not compiled.paused() else "eager"
-        lines += ["", f"Where one fast-path ({kind}) forward of 1 token goes ({wall:.1f} ms; kernels timed by "
-                  f"torch.profiler, the rest is the wall time without it less theirs):", "",
-                  "| part | ms | share |", "|---|---|---|"]
-        lines += [f"| {part} | {ms:.1f} | {ms / wall:.0%} |" for part, ms in parts.items()]
+        lines += ["", *split_lines(breakdown(target, 1, context), "compiled" if _is_compiled(target) and
+                                   not compiled.paused() else "eager")]
         per_layer, per_forward = dispatch_cost(target)
         layers = len(fast.fast_view(target.model).model.layers)
         alone = per_layer * layers + per_forward
-        lines += ["", f"Python and dispatch alone, measured on random models of 1 and 16 tiny layers run the same way "
-                  f"(their kernels cost next to nothing; an upper bound): {per_layer * 1e3:.0f} µs a layer and "
-                  f"{per_forward:.2f} ms a forward, so {alone:.1f} ms of this model's {layers}-layer forward "
-                  f"({alone / wall:.0%} of T(1)). The rest of the wall time beyond the kernels' own is time the "
-                  "kernels' timers do not see: caches and memory refilled after the weights stream through."]
+        t1 = costs[next(iter(costs))][sizes[0]] * 1e3 if sizes[0] == 1 else None
+        lines += ["", dispatch_words(per_layer, per_forward, layers, t1)]
     return "\n".join(lines)
+
+
+def dispatch_words(per_layer: float, per_forward: float, layers: int, t1: float | None) -> str:
+    """What Python and dispatch alone cost (``dispatch_cost``), in words; a share of T(1) only where it is one, and
+    nothing but why where the fit cannot be (a layer or a forward costing less than nothing: the two tiny models
+    met different loads)."""
+    if per_layer <= 0 or per_forward < 0:
+        return ("Python and dispatch alone: not shown — the random models of 1 and 16 tiny layers that measure them "
+                f"gave {per_layer * 1e3:.0f} µs a layer and {per_forward:.2f} ms for the rest of a forward, which no "
+                "forward can cost (they met different loads); rerun on a quiet machine.")
+    alone = per_layer * layers + per_forward
+    of_t1 = f" ({alone / t1:.0%} of T(1))" if t1 and alone <= t1 else ""  # more than all of it is not a share
+    return (f"Python and dispatch alone, measured on random models of 1 and 16 tiny layers run the same way (their "
+            f"kernels cost next to nothing; an upper bound): {per_layer * 1e3:.0f} µs a layer and {per_forward:.2f} ms "
+            f"a forward, so {alone:.1f} ms of this model's {layers}-layer forward{of_t1}. The rest of the wall time "
+            "beyond the kernels' own is time the kernels' timers do not see: caches and memory refilled after the "
+            "weights stream through.")
+
+
+def cost_table(costs: dict[str, dict[int, float]], sizes, pace=()) -> list[str]:
+    """T(n) per forward as markdown lines: the times, then T(n)/T(1) where it can be (``ratios.verify_ratio_doubt``;
+    one that cannot is "–" with a note), and a warning when the pace probe moved while they were measured."""
+    head = "| forward | " + " | ".join(f"T({n}) ms" for n in sizes) + " | " + \
+           " | ".join(f"T({n})/T(1)" for n in sizes[1:]) + " |"
+    lines, refused = [head, "|---|" + "---|" * (2 * len(sizes) - 1)], []
+    for name, row in costs.items():
+        cells = []
+        for n in sizes[1:]:
+            ratio = row[n] / row[sizes[0]]
+            why = verify_ratio_doubt(ratio, n, who="its forwards")
+            cells.append("–" if why else f"{ratio:.2f}")
+            if why:
+                refused.append(f"{name}: T({n})/T(1) {why}")
+        lines.append(f"| {name} | " + " | ".join(f"{row[n] * 1e3:.1f}" for n in sizes) + " | " + " | ".join(cells) + " |")
+    samples = [s for s in pace if s > 0]
+    if samples and max(samples) > PACE_TOLERANCE * min(samples):
+        lines += ["", f"Unreliable: the machine's pace moved while these were measured (a fixed test took "
+                      f"{min(samples):.1f}–{max(samples):.1f} ms; other work shared the CPU). Rerun on a quiet machine."]
+    if refused:
+        lines += ["", "Not shown, since no forward can cost that (another process slowed some of the forwards; rerun on "
+                      "a quiet machine):", "", *(f"- {line}" for line in refused)]
+    return lines
+
+
+def split_lines(parts: dict[str, float], kind: str) -> list[str]:
+    """Where one forward goes (``breakdown``) as markdown lines; the split is not printed when the parts' own shares
+    add up to more than the forward (``ratios.shares_doubt``)."""
+    parts = dict(parts)
+    wall, share = parts.pop("wall"), parts.pop("share")
+    title = f"Where one fast-path ({kind}) forward of 1 token goes ({wall:.1f} ms"
+    why = shares_doubt(share)
+    if why:
+        return [f"{title}): not shown — {why}."]
+    return [f"{title}; the kernels' shares of the forward timed by torch.profiler, applied to the wall time without "
+            "it; the rest is that wall time less theirs):", "", "| part | ms | share |", "|---|---|---|",
+            *(f"| {part} | {ms:.1f} | {ms / wall:.0%} |" for part, ms in parts.items())]

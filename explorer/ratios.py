@@ -64,16 +64,17 @@ def impossible_speedup(ratio: float | None, tokens_per_target_forward: float | N
             f"gain (at most ×{bound:.2f}: each pass costs at least a plain step), so the two were not timed alike")
 
 
-def verify_ratio_doubt(ratio: float, tokens: float, floor: float = 1.0) -> str | None:
+def verify_ratio_doubt(ratio: float, tokens: float, floor: float = 1.0,
+                       who: str = "the run and plain decoding") -> str | None:
     """Why a measured T(n)/T(1) (one forward of ``tokens`` tokens against one of 1 token) cannot be, in words; None
     when it can: a forward of more tokens costs at least one of a single token (``floor``: 1 for a ratio that is
-    printed as it was measured), and at most about as many as it has tokens."""
+    printed as it was measured), and at most about as many as it has tokens. ``who`` met different loads."""
     if ratio < floor:
-        return ("came out below one plain forward, which a verification of more tokens cannot cost: the run and "
-                "plain decoding met different loads (or timing noise)")
+        return (f"came out below one plain forward, which a verification of more tokens cannot cost: {who} met "
+                "different loads (or timing noise)")
     if ratio > max(tokens, 1) + VERIFY_NOISE:
-        return (f"came out above what {tokens:.1f} one-token forwards would cost, more than a batched verification "
-                "can: the run and plain decoding met different loads")
+        return (f"came out above what {tokens:g} one-token forwards would cost, more than a batched verification "
+                f"can: {who} met different loads")
     return None
 
 
@@ -86,7 +87,7 @@ def curve_doubts(seconds, floor: float = 1.0) -> dict[int, str]:
     first = by_n.get(1)
     if not first or first <= 0:
         return {}
-    return {n: why for n, t in by_n.items() if n > 1 and (why := verify_ratio_doubt(t / first, n, floor)) is not None}
+    return {n: why for n, t in by_n.items() if n > 1 and (why := verify_ratio_doubt(t / first, n, floor, "the forwards")) is not None}
 
 
 def curve_words(doubts: dict[int, str], ratios=None) -> str:

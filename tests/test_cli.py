@@ -99,11 +99,22 @@ def test_race_prints_each_lanes_speedup_and_writes_the_report(tmp_path):
     assert [r["system"] for r in report["rows"]] == ["ar", "speculative:model:tiny-random:2:1"]
 
 
-def test_profile_prints_t_of_n_for_both_forwards_and_the_parts():
-    out = cli("profile", "--model", "tiny-random", "--tokens", "1,2,4", "--repeats", "2")
+def test_profile_prints_t_of_n_for_both_forwards_and_the_parts_and_no_impossible_ratio():
+    """A real process, since torch.profiler's engine writes its "USDT: … profiler_start" lines to the process's own
+    stderr (#48). A ratio or share that no forward can have (#48: "T(16)/T(1) = 0.11", parts adding up to 277 %; a
+    busy machine makes them) is "–" or "not shown", with the reason; what is printed is possible."""
+    out = subprocess_cli("profile", "--model", "tiny-random", "--tokens", "1,2,4", "--repeats", "2")
     assert out.returncode == 0, out.stderr
+    assert "USDT" not in out.stdout + out.stderr and "profiler_start" not in out.stdout + out.stderr
     rows = {line.split("|")[1].strip(): line for line in out.stdout.splitlines() if line.startswith("| ")}
-    assert "model's own forward" in rows and "fast path, eager" in rows and "matrix products (linear layers)" in rows
+    assert "model's own forward" in rows and "fast path, eager" in rows
     assert "Machine: " in out.stdout and "Kernels: " in out.stdout and "Compiled layer: " in out.stdout
-    own = [float(x) for x in rows["model's own forward"].strip(" |").split("|")[1:]]
-    assert len(own) == 3 + 2 and all(x > 0 for x in own)  # T(1), T(2), T(4) in ms, then two ratios
+    cells = rows["model's own forward"].strip(" |").split("|")[1:]
+    assert len(cells) == 3 + 2 and all(float(x) > 0 for x in cells[:3])  # T(1), T(2), T(4) in ms, then two ratios
+    for n, cell in zip((2, 4), cells[3:]):
+        assert 1 <= float(cell) <= n + 0.5 if cell.strip() != "–" else f"T({n})/T(1) came out" in out.stdout
+    if "matrix products (linear layers)" in rows:
+        shares = [float(line.rsplit("|", 2)[1].strip(" %")) for name, line in rows.items() if line.endswith("% |")]
+        assert sum(shares) <= 105
+    else:
+        assert "goes (" in out.stdout and "not shown" in out.stdout and "add up to" in out.stdout
