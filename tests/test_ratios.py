@@ -43,7 +43,7 @@ def test_a_curve_whose_first_forward_was_slowed_is_refused():
     assert set(ratios.curve_doubts(slowed, ratios.FLOOR_NOISE)) == {2, 3, 4, 5}
     assert "T(2)/T(1) = 0.51" in ratios.curve_words(ratios.curve_doubts(slowed), [t / slowed[0] for t in slowed])
     assert ratios.curve_doubts([0.040, 0.039, 0.046, 0.050], ratios.FLOOR_NOISE) == {}  # a dip of noise, smoothed
-    assert ratios.curve_doubts({1: 0.040, 16: 0.0044}) == {16: ratios.verify_ratio_doubt(0.11, 16)}
+    assert ratios.curve_doubts({1: 0.040, 16: 0.0044}) == {16: ratios.verify_ratio_doubt(0.11, 16, who="the forwards")}
 
 
 def test_parts_of_a_forward_never_add_up_to_more_than_it():
