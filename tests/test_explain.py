@@ -7,7 +7,7 @@ import pytest
 from helpers import load
 
 from explorer import theory, viz
-from explorer.viz.explain import round_cost
+from explorer.viz.explain import round_cost, theorem_at
 
 
 def test_the_ledger_is_the_measured_speedup(lookup, ar):
@@ -30,9 +30,42 @@ def test_the_explanation_says_faster_or_slower_from_its_own_numbers(lookup, ar):
     assert f"**×{cost.speedup:.2f}** plain decoding" in text and f"**{cost.tokens:.2f} tokens**" in text
     assert ("Faster than plain decoding" in text) == (cost.speedup >= 1)
     assert ("Slower than plain decoding" in text) == (cost.speedup < 1)
+    t = theorem_at(lookup, ar)
+    step = ar.summary.wall_s / ar.summary.new_tokens
     s = lookup.summary
-    priced = theory.speedup_with_verify_cost(s.alpha_hat, s.mean_gamma, s.c_measured, cost.verify_ratio)
-    assert f"predicts ×{s.predicted_speedup:.2f}" in text and f"×{float(priced):.2f} at the verification cost" in text
+    assert t.c == pytest.approx(s.draft_s / s.drafted / step) and t.verify == pytest.approx(
+        s.verify_s / s.target_forwards / step)  # the ledger's own units: plain steps
+    assert t.expected == pytest.approx(float(theory.expected_tokens(s.alpha_hat, s.mean_gamma)))
+    assert f"predicts **×{t.priced:.2f}**" in text and f"one plain step, ×{t.written:.2f}" in text
+
+
+def quantized_like(lookup, ar, measured=1.99):
+    """The run of #48 made by hand: 59 of 59 drafts accepted, 12.8 tokens a target pass, measured ×1.99 plain
+    decoding, and a c of 0.92 against a verification pass (its rounds after the first), which put Theorem 3.8 at
+    ×1.08 and the round at "≈ 11.9 verifications" beside the measured ×1.99."""
+    import dataclasses
+    step = ar.summary.wall_s / ar.summary.new_tokens
+    wall = 64 * step / measured
+    summary = dataclasses.replace(
+        lookup.summary, new_tokens=64, rounds=5, drafted=59, accepted=59, alpha_hat=1.0, mean_gamma=11.8,
+        target_forwards=5, draft_forwards=59, tokens_per_target_forward=12.8, c_measured=0.92, predicted_speedup=1.08,
+        draft_s=0.6 * wall, verify_s=0.39 * wall, other_s=0.01 * wall, record_s=0.0, wall_s=wall, tokens_per_s=64 / wall)
+    return dataclasses.replace(lookup, rounds=lookup.rounds[:5], summary=summary)
+
+
+def test_the_theory_is_priced_in_the_ledgers_units_and_agrees_with_it(lookup, ar):
+    """#48: "measured ×1.99" stood beside Theorem 3.8's ×1.08. Priced with the ledger's own draft and verification
+    costs, the theorem differs from the measured figure only by the bookkeeping it leaves out."""
+    run = quantized_like(lookup, ar)
+    text, status = viz.speed_explanation(run, ar), viz.run_summary(run, ar)
+    t = theorem_at(run, ar)
+    assert t.priced == pytest.approx(1.99 / 0.99, rel=1e-3)  # 1 % of the time was bookkeeping
+    assert "measured ×1.99" in text and f"predicts **×{t.priced:.2f}**" in text and "×1.08" not in text
+    assert "×1.08" not in status and f"predicted</abbr> ×{t.priced:.2f}" in status
+    assert "**59 of 59** drafted tokens accepted (100%" in text and "**12.80 tokens**" in text
+    # with no plain decoding to price a step, the run's own c is named for what it is against
+    alone = viz.run_summary(run, None)
+    assert "c per verification</abbr> 0.920" in alone and "predicted if a verification cost one step</abbr> ×1.08" in alone
 
 
 def test_a_slow_run_names_its_largest_extra_cost(lookup, ar):

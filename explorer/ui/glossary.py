@@ -15,7 +15,8 @@ target's next tokens (the kinds are listed at the end).
 Token fates: **accepted** (a draft the target agreed with) · **rejected** (the first draft it refused) ·
 **discarded** (drafts after a rejection, or after an end-of-text token: never checked) · **corrected**
 (the target's own token in place of the rejected draft) · **bonus** (the extra token the target adds when
-it accepted every draft) · **target** (a token from a round with no draft).
+it accepted every draft) · **target** (a token from a round with no draft) · **copy** (a token the target's
+4-bit copy wrote alone, with no target checking it: `quantized` with the copy's role *alone*, lossy).
 
 **p / q**: the target's / the draft's probability of a token. Sampling accepts a draft when a uniform
 random number u is below p/q; on a refusal the correction is drawn from the **residual** norm(max(0, p − q)).
@@ -24,9 +25,14 @@ accepts a draft when it is the target's top token. **Lossy** methods (BiLD, leni
 for speed, and the page measures what they change.
 
 **α (alpha)**: the chance a draft is accepted; **α̂** is this run's estimate (accepted ÷ tested drafts).
-**c**: the time of a draft step as a fraction of a target step. **T(n)**: the time of one target forward
+**c**: the time of a draft step as a fraction of a plain decoding step (the status's "c per verification"
+is against one verification pass instead, when plain decoding has not run). **T(n)**: the time of one target forward
 over n tokens; T(n)/T(1) ≈ 1 on a GPU, more on a CPU. **Tokens per target pass**: output tokens ÷ target
 forwards. **Plain decoding (ar)**: one target forward per token, the baseline every speed-up is against.
+
+**bf16 (bfloat16)**: 16-bit numbers with float32's range; the 4-bit copy computes with them, and the
+Precision box runs the target in them. **4-bit copy**: the target's own weights stored in 4 bits (for the
+default model, the very blocks it ships in), read 8 times fewer bytes a step than float32.
 
 **Theorem 3.8** (Leviathan et al. 2023): expected speed-up (1 − α^(γ+1)) / ((1 − α)(γc + 1)), which
 assumes a verification costs one step; the page also prices it with the T(γ+1)/T(1) measured here.

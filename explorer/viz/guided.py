@@ -20,6 +20,7 @@ import html
 from .style import FATE_COLOURS
 from .text import label
 from .tokens import round_fates
+from .writer import writer
 
 STEPS = ("Draft", "Verify in one pass", "Accept or reject", "Correct or bonus")
 CONTEXT_TOKENS = 10  # output tokens shown before the round, for context
@@ -65,6 +66,15 @@ def guided_round_html(trace, round_index: int, step: int = len(STEPS)) -> str:
                     f"{i + 1} · {name}</span>" for i, name in enumerate(STEPS))
     head = (f"<div class='guide-head'>Round {r.index + 1} of {len(trace.rounds)}, step by step</div>"
             f"<div class='guide-steps'>{pills}</div>{_context(trace, r)}")
+    who = writer(trace)
+    if not who.checked:  # the low-bit copy decoding alone: no draft, no target, nothing to accept
+        token = _chip(trace, r.emitted[0], None, FATE_COLOURS["copy"]) if r.emitted else ""
+        body = _card("No draft, no verification", True,
+                     f"This run is {who.name} decoding alone, as a quantised model is served: one step of the copy "
+                     f"gave {token}, and no target checked it, so its text can part from the target's (the status "
+                     "says where). Run <b>quantized</b> with the copy's role <i>draft</i> to see the same copy "
+                     "draft for the target, every token checked.")
+        return f"<div class='guide' data-step='{step}' data-round='{r.index}'>{head}{body}</div>"
     if not r.drafted:
         body = _card("This round had no draft", True,
                      "The drafter proposed nothing here (or the method ran the target alone), so the target produced "

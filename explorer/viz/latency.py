@@ -15,7 +15,8 @@ from plotly.subplots import make_subplots
 
 from .text import plotly_text
 from .trust import measured_speedup, speedup_doubt
-from .style import BASELINE_COLOUR, RUN_COLOUR, TIMING_COLOURS, base_layout, empty_figure
+from .style import BASELINE_COLOUR, FATE_COLOURS, RUN_COLOUR, TIMING_COLOURS, base_layout, empty_figure
+from .writer import writer
 
 TITLE = "Latency"
 
@@ -35,14 +36,22 @@ def latency_figure(trace, baseline=None) -> go.Figure:
                         subplot_titles=["Time per round (stacked)", "Cumulative throughput"])
     rounds = [r.index + 1 for r in trace.rounds]
     tokens = [len(r.emitted) for r in trace.rounds]
+    who = writer(trace)
+    # the copy alone's step is recorded where a target's pass would be: name it for what it is
+    names = {"draft": "draft", "verify": "verify", "other": "other"} if who.checked else \
+        {"draft": "draft", "verify": f"{who.short} step", "other": "other"}
+    colours = TIMING_COLOURS if who.checked else {**TIMING_COLOURS, "verify": FATE_COLOURS["copy"]}
     for part in ("draft", "verify", "other"):
         ms = [getattr(r.timing, f"{part}_s") * 1000 for r in trace.rounds]
+        if not who.checked and part == "draft":
+            continue  # nothing drafts
         fig.add_trace(go.Bar(
-            x=rounds, y=ms, name=f"{part} (ms)", marker_color=TIMING_COLOURS[part], legendgroup=part,
+            x=rounds, y=ms, name=f"{names[part]} (ms)", marker_color=colours[part], legendgroup=part,
             customdata=tokens,
-            hovertemplate=f"round %{{x}}<br>{part}: %{{y:.1f}} ms<br>tokens emitted: %{{customdata}}<extra></extra>",
+            hovertemplate=f"round %{{x}}<br>{names[part]}: %{{y:.1f}} ms<br>tokens emitted: %{{customdata}}<extra></extra>",
         ), row=1, col=1)
-    label = plotly_text(trace.method + (f" ({trace.draft})" if trace.draft else ""))
+    label = plotly_text(trace.method + (f" ({trace.draft})" if trace.draft else "")
+                        + ("" if who.checked else f": {who.name} alone, lossy"))
     x, y = cumulative_throughput(trace)
     fig.add_trace(go.Scatter(
         x=x, y=y, mode="lines+markers", name=f"this run: {label}", line={"color": RUN_COLOUR, "width": 2.5},

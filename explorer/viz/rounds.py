@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .style import DRAFT_COLOUR, RESIDUAL_COLOUR, TARGET_COLOUR, base_layout, empty_figure
+from .style import DRAFT_COLOUR, FATE_COLOURS, RESIDUAL_COLOUR, TARGET_COLOUR, base_layout, empty_figure
 from .text import plot_label
 from .tokens import round_fates
+from .writer import writer
 
 MAX_CANDIDATES = 6
 MIN_SHOWN_PROB = 1e-3  # a one-hot q (prompt lookup) lists zero-probability ids in its top 5: leave them out
@@ -29,7 +30,7 @@ SERIES = {  # name in the legend → colour
     "p (target)": TARGET_COLOUR,
     "residual norm(max(0, p − q))": RESIDUAL_COLOUR,
 }
-MARK = {"accepted": "✓", "rejected": "✗", "discarded": "–", "corrected": "↻", "bonus": "+", "target": "●"}
+MARK = {"accepted": "✓", "rejected": "✗", "discarded": "–", "corrected": "↻", "bonus": "+", "target": "●", "copy": "●"}
 
 
 @dataclass
@@ -45,8 +46,9 @@ class Panel:
 def round_panels(trace, round_index: int) -> list[Panel]:
     """The panels of a round: one per drafted position, then the target's token."""
     r = trace.rounds[round_index]
+    who = writer(trace)
     panels = []
-    for f in round_fates(r):
+    for f in round_fates(r, who.fate):
         if f.position is not None:
             i = f.position
             panels.append(_panel(
@@ -70,9 +72,10 @@ def round_panels(trace, round_index: int) -> list[Panel]:
             ))
         else:
             where = f"#{j + 1}" if r.drafted else "the next position"
+            fate = "its own token, unchecked" if f.fate == "copy" else f.fate
             panels.append(_panel(
-                f"target at {where} → {name} {MARK[f.fate]} {f.fate}", f.token_id,
-                {"p (target)": _row(r.target_top, j, {f.token_id: f.p})},
+                f"{who.short} at {where} → {name} {MARK[f.fate]} {fate}", f.token_id,
+                {who.symbol: _row(r.target_top, j, {f.token_id: f.p})},
             ))
     return panels
 
@@ -99,7 +102,7 @@ def round_detail_figure(trace, round_index: int) -> go.Figure:
             x = [values.get(t) for t in panel.candidates]
             fig.add_trace(go.Bar(
                 x=[v if v is not None else 0.0 for v in x], y=names, orientation="h", name=series,
-                marker_color=SERIES[series], legendgroup=series, showlegend=series not in shown,
+                marker_color=SERIES.get(series, FATE_COLOURS["copy"]), legendgroup=series, showlegend=series not in shown,
                 customdata=[f"{v:.4f}" if v is not None else "not in its top 5" for v in x],
                 hovertemplate=f"%{{y}}<br>{series} = %{{customdata}}<extra></extra>",
             ), row=row, col=col)
@@ -112,8 +115,10 @@ def round_detail_figure(trace, round_index: int) -> go.Figure:
         fig.update_yaxes(visible=False, row=n // cols + 1, col=n % cols + 1)
     r = trace.rounds[index]
     fig.update_layout(barmode="group", bargap=0.25)
-    base_layout(fig, f"Round {index + 1} ({r.event}): target p vs draft q per position; ▸ marks the token chosen",
-                height=110 + 235 * rows)
+    who = writer(trace)
+    title = (f"Round {index + 1} ({r.event}): target p vs draft q per position; ▸ marks the token chosen" if who.checked
+             else f"Round {index + 1}: {who.name} alone, its p of its top tokens (no draft, no target); ▸ marks its token")
+    base_layout(fig, title, height=110 + 235 * rows)
     fig.update_annotations(font_size=12)
     return fig
 

@@ -21,6 +21,7 @@ FATE_COLOURS = {
     "corrected": OKABE_ITO["purple"],    # resampled from the residual norm(max(0, p − q))
     "bonus": OKABE_ITO["yellow"],        # the target's extra token after a fully accepted round
     "target": OKABE_ITO["blue"],         # one plain target token (autoregressive, or a round with no draft)
+    "copy": OKABE_ITO["orange"],         # a token of the low-bit copy decoding alone: nobody checked it (lossy)
 }
 FATE_LABELS = {
     "accepted": "accepted — the draft's token, kept",
@@ -29,6 +30,7 @@ FATE_LABELS = {
     "corrected": "corrected — resampled from the residual",
     "bonus": "bonus — from the target after all drafts were accepted",
     "target": "target — one target token (autoregressive)",
+    "copy": "copy — the low-bit copy's own token: no target checked it (lossy)",
 }
 
 DRAFT_COLOUR = OKABE_ITO["sky"]    # q, the draft distribution, and the time spent drafting: a light blue

@@ -6,9 +6,11 @@ import html
 import math
 
 from ..quality import first_divergence, token_agreement
+from .explain import theorem_at
 from .trust import measured_speedup, speedup_doubt
 from .text import safe_markdown
 from .views import note_for
+from .writer import writer
 
 STOP_REASONS = {"eos": "end of sequence", "max_new_tokens": "max new tokens reached", "stopped": "stopped by you"}
 
@@ -18,9 +20,12 @@ def run_summary(trace, baseline=None) -> str:
     pass, the speed against plain decoding, why it stopped), then the paper's symbols on demand (a
     folded "In symbols": α̂, c, Theorem 3.8's prediction, EESD's v_d, r_d, HM and eq. 14)."""
     s = trace.summary
+    who = writer(trace)
     # method, draft and model may come from an uploaded file: literal text, never markup
     head = f"**{safe_markdown(trace.method)}**" + (f" with {safe_markdown(trace.draft)}" if trace.draft else "") \
         + f" on {safe_markdown(trace.model)}"
+    if not who.checked:
+        head = f"**{safe_markdown(trace.method)}**: {who.name} alone, no target (lossy), on {safe_markdown(trace.model)}"
     plain = [f"{head}: {s.new_tokens} tokens in {s.wall_s:.2f} s ({s.tokens_per_s or 0:.1f} tokens/s)"]
     if s.drafted:
         tested = sum(r.tested for r in trace.rounds)
@@ -30,7 +35,9 @@ def run_summary(trace, baseline=None) -> str:
                     f"{'was' if gone == 1 else 'were'} discarded untested: {s.accepted} of {tested} tested)"
                     ) if 0 < tested < s.drafted else ""
         plain.append(f"{s.accepted} of {s.drafted} drafted tokens accepted{untested}")
-    if s.tokens_per_target_forward:
+    if not who.checked:
+        plain.append(f"one token per step of the copy; no target pass checked any of them")
+    elif s.tokens_per_target_forward:
         plain.append(f"{s.tokens_per_target_forward:.2f} tokens per target pass")
     measured, doubt = measured_speedup(trace, baseline), speedup_doubt(trace, baseline)
     if measured is not None and trace.method != "ar":
@@ -51,10 +58,16 @@ def run_summary(trace, baseline=None) -> str:
     symbols = [f"{s.rounds} rounds"]
     if s.alpha_hat is not None:
         symbols.append(f'<abbr title="{html.escape(ALPHA_HAT)}">α̂</abbr> {s.alpha_hat:.2f}')
-    if s.c_measured is not None:
-        symbols.append(f'<abbr title="{html.escape(C_MEASURED)}">c</abbr> {s.c_measured:.3f}')
-    if s.predicted_speedup is not None:
-        symbols.append(f'<abbr title="{html.escape(PREDICTED)}">predicted</abbr> ×{s.predicted_speedup:.2f}')
+    theorem = theorem_at(trace, baseline)
+    if theorem is not None:  # c and the theorem in the ledger's plain steps, as "Why this speed" gives them
+        symbols.append(f'<abbr title="{html.escape(C_STEP)}">c</abbr> {theorem.c:.3f}')
+        symbols.append(f'<abbr title="{html.escape(PREDICTED_PRICED)}">predicted</abbr> ×{theorem.priced:.2f}')
+    else:  # no plain decoding to price a step with: c is against this run's own verification pass
+        if s.c_measured is not None:
+            symbols.append(f'<abbr title="{html.escape(C_MEASURED)}">c per verification</abbr> {s.c_measured:.3f}')
+        if s.predicted_speedup is not None:
+            symbols.append(f'<abbr title="{html.escape(PREDICTED)}">predicted if a verification cost one step</abbr> '
+                           f'×{s.predicted_speedup:.2f}')
     symbols += eesd_metrics(s)
     return " · ".join(plain) + about + f"\n\n<details class='in-symbols'><summary>In symbols</summary>{' · '.join(symbols)}</details>"
 
@@ -75,15 +88,26 @@ def draft_line(trace) -> str:
     about = getattr(trace, "draft_about", None)
     if not about or about == trace.draft:
         return ""
-    line = f"\n\nDraft used: {safe_markdown(about)}"
+    # its first clause in words; how it runs (kernels, shortlists, compiled layers) folded, on demand (#48)
+    head, _, how = about.partition("; ")
+    line = f"\n\nDraft used: {safe_markdown(head)}"
+    if how:
+        line += f"\n\n<details class='draft-how'><summary>how it runs</summary>{html.escape(how)}</details>"
     if "untrained" in about:
         line += "\n\n⚠ An untrained draft: far fewer of its tokens are accepted than a trained one's."
     return line
 
 
 ALPHA_HAT = "α̂: accepted ÷ tested drafts, the estimate of the acceptance rate α (Leviathan et al., Definition 3.1)"
-C_MEASURED = "c: seconds per draft forward ÷ seconds per target forward, measured in this run"
-PREDICTED = "Leviathan et al. Theorem 3.8: (1 − α^(γ+1)) / ((1 − α)(γc + 1)) at this run's α̂, mean γ and c"
+C_MEASURED = ("c per verification: seconds per draft step ÷ seconds per target verification pass (which checks a whole "
+              "draft at once), measured in this run's rounds after the first")
+PREDICTED = ("Leviathan et al. Theorem 3.8: (1 − α^(γ+1)) / ((1 − α)(γc + 1)) at this run's α̂, mean γ and c per "
+             "verification: the speed-up if a verification pass cost one plain decoding step")
+C_STEP = ("c: seconds drafting per drafted token ÷ seconds per plain decoding step (Leviathan et al.'s c), this run "
+          "against plain decoding on the same prompt and settings")
+PREDICTED_PRICED = ("Leviathan et al. Theorem 3.8 at this run's α̂, mean γ and c, with a verification pass priced as "
+                    "measured (T(k)/T(1)): (1 − α^(γ+1)) / ((1 − α)(γc + T(k)/T(1))); Why this speed says what it "
+                    "leaves out")
 
 
 # EESD Appendix D: what each metric is, shown as the tooltip of its label on the page.

@@ -4,7 +4,8 @@ Fates (Leviathan et al., Algorithm 1): a drafted token x_i is *accepted* when r_
 (greedy: when it equals the target's argmax); the first refused one is *rejected*; drafts after it are
 *discarded* untested; the round then ends with one token from the target: *corrected* (drawn from the
 residual norm(max(0, p − q)), eq. in Algorithm 1) after a rejection, or *bonus* (drawn from p at
-position γ + 1) after a fully accepted round. Autoregressive rounds emit one plain *target* token.
+position γ + 1) after a fully accepted round. Autoregressive rounds emit one plain *target* token; the
+target's low-bit copy decoding alone emits one *copy* token a round, which no target checked (``writer``).
 
 HTML contract (tests and the browser rely on it): inside the view every output token is a span with the
 class ``tok`` and one ``tok-<fate>``; tokens of earlier rounds also carry ``tok-past`` (muted), those of
@@ -19,8 +20,10 @@ from dataclasses import dataclass
 
 from .style import FATE_COLOURS, FATE_LABELS, tint
 from .text import inline_html, label, piece
+from .writer import writer
 
-FATES = ("accepted", "rejected", "discarded", "corrected", "bonus", "target")
+FATES = ("accepted", "rejected", "discarded", "corrected", "bonus", "target", "copy")
+SPECULATIVE_FATES = FATES[:-1]  # the legend of every run but the copy alone's
 
 
 @dataclass(frozen=True)
@@ -37,9 +40,10 @@ class TokenFate:
     residual: float | None = None
 
 
-def round_fates(r) -> list[TokenFate]:
+def round_fates(r, plain: str = "target") -> list[TokenFate]:
     """A round's tokens in display order: accepted drafts, the rejected draft, the discarded drafts,
-    then the target's token (corrected, bonus or target)."""
+    then the target's token (corrected, bonus or target). ``plain``: the fate of a token recorded as the
+    target's own step (``writer(trace).fate``: "copy" where the low-bit copy decoded alone)."""
     fates = []
     for i in range(r.n_accepted):
         fates.append(TokenFate(r.drafted[i], "accepted", i, r.q_drafted[i], r.p_drafted[i], _at(r.uniforms, i)))
@@ -49,6 +53,7 @@ def round_fates(r) -> list[TokenFate]:
         fates.append(TokenFate(r.drafted[i], fate, i, r.q_drafted[i], r.p_drafted[i], u))
     for j in range(r.n_accepted, len(r.emitted)):
         token, kind = r.emitted[j], r.emitted_kind[j]
+        kind = plain if kind == "target" else kind
         residual = dict(r.residual_top).get(token) if (kind == "corrected" and r.residual_top) else None
         q = dict(r.draft_top[j]).get(token) if j < len(r.draft_top) else None
         fates.append(TokenFate(token, kind, None, q, r.p_emitted[j], None, residual))
@@ -75,10 +80,10 @@ def next_refusal(trace, index: int) -> int | None:
     return next((i for i in refused if i > index), refused[0])
 
 
-def fate_counts(r) -> dict[str, int]:
+def fate_counts(r, plain: str = "target") -> dict[str, int]:
     """How many tokens of each fate the round has (every fate listed, zeros included)."""
     counts = dict.fromkeys(FATES, 0)
-    for f in round_fates(r):
+    for f in round_fates(r, plain):
         counts[f.fate] += 1
     return counts
 
@@ -93,7 +98,7 @@ def tooltip(trace, r, f: TokenFate) -> str:
     else:
         lines.append(f"{f.fate}")
     lines.append(_numbers(f))
-    lines.append(_reason(f, greedy))
+    lines.append(_reason(f, greedy, writer(trace).step))
     return "\n".join(line for line in lines if line)
 
 
@@ -104,22 +109,26 @@ def token_html(trace, round_index: int) -> str:
         return _frame(trace, "<span class='tok-empty'>No rounds decoded yet.</span>", None)
     index = max(0, min(int(round_index), len(trace.rounds) - 1))
     spans = []
+    plain = writer(trace).fate
     for r in trace.rounds[:index]:
         for token, kind, p in zip(r.emitted, r.emitted_kind, r.p_emitted):
+            kind = plain if kind == "target" else kind
             title = f"{label(trace, token)} (id {token}) · round {r.index + 1} · {kind} · p = {p:.3f}"
             spans.append(_span(piece(trace, token), f"tok tok-{kind} tok-past", r.index, title))
     current = trace.rounds[index]
-    for f in round_fates(current):
+    for f in round_fates(current, plain):
         spans.append(_span(piece(trace, f.token_id), f"tok tok-{f.fate} tok-current", current.index,
                            tooltip(trace, current, f)))
     return _frame(trace, "".join(spans), current)
 
 
-def legend_html(fates=FATES) -> str:
-    """Coloured swatches naming each fate (class ``swatch``, not ``tok``, so token counts stay exact)."""
+def legend_html(fates=SPECULATIVE_FATES, labels: dict | None = None) -> str:
+    """Coloured swatches naming each fate (class ``swatch``, not ``tok``, so token counts stay exact);
+    ``labels`` overrides a fate's words."""
+    words = {**FATE_LABELS, **(labels or {})}
     items = "".join(
-        f"<span class='legend-item' title='{html.escape(FATE_LABELS[f])}'>"
-        f"<span class='swatch swatch-{f}' style='background:{FATE_COLOURS[f]}'></span>{html.escape(FATE_LABELS[f])}</span>"
+        f"<span class='legend-item' title='{html.escape(words[f])}'>"
+        f"<span class='swatch swatch-{f}' style='background:{FATE_COLOURS[f]}'></span>{html.escape(words[f])}</span>"
         for f in fates
     )
     return f"<div class='tok-legend'>{items}</div>"
@@ -131,7 +140,7 @@ def round_caption(trace, r) -> str:
     counts = fate_counts(r)
     parts = [f"Round {r.index + 1} of {n}"]
     if r.event == "target":
-        parts.append("one autoregressive target step")
+        parts.append(writer(trace).step)
     elif r.event == "no-draft":
         parts.append("the drafter proposed nothing: one target step")
     else:
@@ -167,7 +176,7 @@ def _numbers(f: TokenFate) -> str:
     return " · ".join(parts)
 
 
-def _reason(f: TokenFate, greedy: bool) -> str:
+def _reason(f: TokenFate, greedy: bool, step: str = "one autoregressive target step") -> str:
     if f.fate == "accepted":
         return "kept: it is the target's argmax" if greedy else "kept: u ≤ p/q"
     if f.fate == "rejected":
@@ -179,7 +188,7 @@ def _reason(f: TokenFate, greedy: bool) -> str:
                 else "drawn from the residual norm(max(0, p − q))")
     if f.fate == "bonus":
         return "drawn from the target after every draft was accepted"
-    return "one autoregressive target step"
+    return step
 
 
 def _span(text: str, classes: str, round_index: int, tip: str) -> str:
@@ -191,9 +200,12 @@ def _span(text: str, classes: str, round_index: int, tip: str) -> str:
 def _frame(trace, body: str, current) -> str:
     prompt = trace.prompt if trace.prompt is not None else " ".join(map(str, trace.prompt_ids))
     caption = f"<div class='tok-caption'>{html.escape(round_caption(trace, current))}</div>" if current else ""
+    who = writer(trace)
+    legend = legend_html(SPECULATIVE_FATES) if who.checked else legend_html(
+        ("copy",), {"copy": f"copy — {who.name}'s own token: no target checked it (lossy)"})
     return (
         "<div class='tok-view'>"
-        f"{legend_html()}"
+        f"{legend}"
         f"{caption}"
         f"<div class='tok-prompt' title='the prompt'><span class='tok-prompt-label'>Prompt</span>"
         f"{html.escape(prompt)}</div>"
@@ -218,9 +230,9 @@ TOKEN_CSS = """
 .tok { border-radius: 3px; padding: 1px 0; margin: 0 1px; cursor: help; color: #111827; }
 .tok-current { color: #ffffff; font-weight: 600; padding: 2px 1px; box-shadow: 0 1px 2px rgba(0,0,0,0.25); }
 .tok-current.tok-rejected { text-decoration: line-through; text-decoration-thickness: 2px; }
-.tok-current.tok-bonus { color: #111827; }  /* dark text on the yellow */
+.tok-current.tok-bonus, .tok-current.tok-copy { color: #111827; }  /* dark text on the yellow and the orange */
 .tok-current.tok-discarded { text-decoration: line-through; font-style: italic; opacity: 0.85; }
 .tok-empty { color: #6b7280; font-style: italic; font-family: ui-sans-serif, system-ui, sans-serif; }
 """ + "".join(f".tok-current.tok-{fate} {{ background: {colour}; }}\n" for fate, colour in FATE_COLOURS.items()) \
   + "".join(f".tok-past.tok-{fate} {{ background: {tint(FATE_COLOURS[fate], 0.16)}; }}\n"  # earlier rounds: faded, same hue
-            for fate in ("accepted", "corrected", "bonus", "target"))
+            for fate in ("accepted", "corrected", "bonus", "target", "copy"))

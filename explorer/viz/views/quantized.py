@@ -100,20 +100,23 @@ def copy_html(trace, round_index: int) -> str:
     if _alone(trace):
         return ("<div class='tl-view'><b>The low-bit copy decoded alone</b>: no target checked this text, as when a "
                 f"quantised model is served. It made {s.new_tokens} tokens at "
-                f"{(s.tokens_per_s or 0):.1f} tokens/s. How many of them differ from the target's own output is "
-                "in the summary above (token agreement against plain decoding). Run it with the copy's role "
-                "<i>draft</i> to see the same weights keep the target's text exactly: quantising is faster and "
-                "changes the text; drafting with it keeps the text.</div>")
+                f"{(s.tokens_per_s or 0):.1f} tokens/s. Where its text parts from the target's own is in the status "
+                "and in <b>What keeping the text costs</b>, beside the same copy drafting for the target: quantising "
+                "is faster and changes the text; drafting with it keeps the text.</div>")
     parts = partings(trace)
     drafted = s.drafted
     accepted = s.accepted
     head = (f"The copy drafted {plural(drafted, 'token')} and the target accepted {accepted}"
             f"{f' ({accepted / drafted:.0%})' if drafted else ''}.")
-    if s.c_measured is not None and s.mean_gamma and s.tokens_per_target_forward:
-        cost = 1 + s.mean_gamma * s.c_measured
-        head += (f" A draft step cost {s.c_measured:.2f}× a verification forward (c), so a round of γ ≈ "
-                 f"{s.mean_gamma:.1f} drafts and its verification cost ≈ {cost:.1f} verifications and gave "
-                 f"{s.tokens_per_target_forward:.1f} tokens.")
+    later = [r for r in trace.rounds[1:] if r.drafted and r.draft_forwards and r.target_forwards]
+    if later:  # the run's own clocks, rounds after the first (whose passes also read the prompt): no derived c
+        step = 1000 * sum(r.timing.draft_s for r in later) / sum(r.draft_forwards for r in later)
+        check = 1000 * sum(r.timing.verify_s for r in later) / sum(r.target_forwards for r in later)
+        tokens = sum(len(r.emitted) for r in later) / len(later)
+        spent = 1000 * sum(r.timing.total_s for r in later) / len(later)
+        head += (f" After the first round a step of the copy took {step:.1f} ms and the target's check of a whole "
+                 f"draft {check:.1f} ms: a round took {spent:.0f} ms and gave {tokens:.1f} tokens "
+                 f"({spent / tokens:.1f} ms a token).")
     if not parts:
         return f"<div class='tl-view'><div class='tl-head'>{html.escape(head)} It never parted from the target.</div></div>"
     close = sum(1 for p in parts if p["margin"] is not None and p["margin"] < NEAR_TIE)
