@@ -8,20 +8,23 @@ Both resolve the model, draft, controller and sampling settings, validate them (
 
 from __future__ import annotations
 
-import os
+import contextlib
+import contextvars
 import threading
-from collections import OrderedDict
+import time
+from collections import OrderedDict, deque
 
 from . import methods
-from .methods import eesd  # noqa: F401 (registered first, as ever: early-exit stays the third draft kind in every list)
 from .engine import fast
 from .engine.controllers import DEFAULT_CONTROLLER, DEFAULT_GAMMA, check_controller
 from .engine.sampling import SamplingConfig
 from .trace import RunTrace, Settings
 from .drafts import draft_forms
 from .errors import ExplorerError
-from .limits import MAX_NEW_TOKENS, MAX_PROMPT_CHARS, MODEL_CACHE_BYTES, MAX_SEED, MAX_SPEC_CHARS, clip
+from .limits import (MAX_NEW_TOKENS, MAX_PROMPT_CHARS, MODEL_CACHE_BYTES, MAX_SEED, MAX_SPEC_CHARS,
+                     VISITOR_MODEL_LOADS, VISITOR_LOADS_WINDOW_S, clip)
 from .models import LoadedModel, load, resolve_device, resolve_dtype
+from .models.loaded import derived_bytes, resident_bytes
 from .run import Decoding, summarize  # noqa: F401 (summarize: public here since the first release)
 
 METHODS = methods.Summaries()  # name → one line, from the registry (explorer/methods)
@@ -110,12 +113,51 @@ _LOADED: OrderedDict[tuple, LoadedModel] = OrderedDict()
 _LOAD_LOCK = threading.RLock()
 _GREW: dict[int, int] = {}  # id of a cached LoadedModel → resident bytes its load added
 MAX_CACHED_MODELS = 32  # whatever their size: each holds Python objects, a tokenizer and a loading's garbage
+# The embedded default stays whatever visitors load (70 distinct tiny models evicted it: the next visitor's first
+# token took 12.4 s instead of ≈ 1 s, issue 51); it counts in the budget like any other.
+PINNED = frozenset({"default"})
+# Who is loading (``loads_by``): a visitor of the served app; None for the Python API and the CLI (the machine's owner)
+_VISITOR: contextvars.ContextVar[str | None] = contextvars.ContextVar("explorer_visitor", default=None)
+_LOADS: OrderedDict[str, deque] = OrderedDict()  # visitor → the times of their recent loads (newest visitors last)
+MAX_VISITORS_KEPT = 4096
+
+
+@contextlib.contextmanager
+def loads_by(visitor: str | None):
+    """Model loads in this block are ``visitor``'s: at most ``limits.VISITOR_MODEL_LOADS`` of models not yet
+    loaded (the default aside) within ``limits.VISITOR_LOADS_WINDOW_S``; more are refused in one line."""
+    token = _VISITOR.set(visitor)
+    try:
+        yield
+    finally:
+        _VISITOR.reset(token)
+
+
+def _admit_load(spec: str) -> None:
+    """Count a load against the visitor loading it, or refuse it in one line (``loads_by``)."""
+    visitor = _VISITOR.get()
+    if visitor is None or spec in PINNED:
+        return
+    now = time.monotonic()
+    loads = _LOADS.setdefault(visitor, deque())
+    _LOADS.move_to_end(visitor)
+    while loads and now - loads[0] > VISITOR_LOADS_WINDOW_S:
+        loads.popleft()
+    if len(loads) >= VISITOR_MODEL_LOADS:
+        wait = VISITOR_LOADS_WINDOW_S - (now - loads[0])
+        raise ExplorerError(f"{clip(spec, 60)} is not loaded, and you loaded {len(loads)} models in the last "
+                            f"{VISITOR_LOADS_WINDOW_S // 60} minutes (at most {VISITOR_MODEL_LOADS}): use one of "
+                            f"those or the default, or try again in {max(1, round(wait / 60))} min")
+    loads.append(now)
+    while len(_LOADS) > MAX_VISITORS_KEPT:
+        _LOADS.popitem(last=False)
 
 
 def load_cached(spec, device, dtype) -> LoadedModel:
     """Load each model spec once per process (thread-safe) and keep the most recently used ones that
-    fit the byte budget; loaded models are shared read-only. An evicted model that a decode still
-    holds lives on until that decode ends (it holds a reference), then memory is returned."""
+    fit the byte budget (the default always: ``PINNED``); loaded models are shared read-only. An evicted model
+    that a decode still holds lives on until that decode ends (it holds a reference), then memory is returned.
+    A visitor's loads are bounded (``loads_by``)."""
     with _LOAD_LOCK:
         if not isinstance(spec, str):
             return load(spec, device=device, dtype=dtype)
@@ -123,33 +165,35 @@ def load_cached(spec, device, dtype) -> LoadedModel:
         key = (spec.strip(), str(dev), str(resolve_dtype(dtype, dev)))  # dtype None and its default: one model
         if key in _LOADED:
             _LOADED.move_to_end(key)
+            _evict(keep=key)  # what was built from a model since (a low-bit copy) counts from now on
             return _LOADED[key]
+        _admit_load(key[0])
         before = resident_bytes()
         loaded = _LOADED[key] = load(spec, device=device, dtype=dtype)
         # what loading took from the machine (modules, tokenizer, allocator): a tiny model's tensors are a
         # quarter of it. Freed memory reused makes the growth an underestimate, never an overestimate.
         _GREW[id(loaded)] = max(0, resident_bytes() - before)
-        while len(_LOADED) > 1 and (len(_LOADED) > MAX_CACHED_MODELS
-                                    or sum(map(model_bytes, _LOADED.values())) > MODEL_CACHE_BYTES):
-            _GREW.pop(id(_LOADED.popitem(last=False)[1]), None)
+        _evict(keep=key)
         return loaded
 
 
+def _evict(keep: tuple) -> None:
+    """Drop the least recently used models (never ``keep``, the model just asked for, nor a ``PINNED`` one) while
+    the cache holds more than ``MAX_CACHED_MODELS`` or more bytes than ``MODEL_CACHE_BYTES``."""
+    while len(_LOADED) > MAX_CACHED_MODELS or sum(map(model_bytes, _LOADED.values())) > MODEL_CACHE_BYTES:
+        victim = next((k for k in _LOADED if k != keep and k[0] not in PINNED), None)
+        if victim is None:
+            return
+        _GREW.pop(id(_LOADED.pop(victim)), None)
+
+
 def model_bytes(loaded: LoadedModel) -> int:
-    """What a cached model costs: its parameters and buffers (tied weights counted once) and the packed
-    copies the CPU fast path made of its linears, or the resident memory its load took, whichever is more."""
+    """What a cached model costs: its parameters and buffers (tied weights counted once), the packed copies
+    the CPU fast path made of its linears and what was built from it since (``models.loaded.derived_bytes``: the
+    low-bit copies), or the resident memory its load took, whichever is more."""
     tensors = {t.data_ptr(): t for t in [*loaded.model.parameters(), *loaded.model.buffers()]}
     counted = sum(t.numel() * t.element_size() for t in tensors.values()) + fast.view_bytes(loaded.model)
-    return max(counted, _GREW.get(id(loaded), 0))
-
-
-def resident_bytes() -> int:
-    """This process's resident memory (Linux ``/proc``; 0 where it cannot be read)."""
-    try:
-        with open("/proc/self/statm", encoding="ascii") as fh:
-            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return 0
+    return max(counted, _GREW.get(id(loaded), 0)) + derived_bytes(loaded.model)
 
 
 def _spec(value, what: str):

@@ -13,12 +13,17 @@
 from __future__ import annotations
 
 import math
+import statistics
+import time
 from dataclasses import dataclass
 from typing import Callable
 
 from .errors import ExplorerError
+from .limits import check_temperature
+from .words import duration
 from .quality import first_divergence, token_agreement
 
+MIN_AUDIT_RUNS = 10
 MAX_AUDIT_RUNS = 2000
 MAX_AUDIT_TOKENS = 400_000  # runs × prompt tokens: each run reads the prompt again (200 runs of a 2 000-token prompt)
 MIN_EXPECTED = 5.0  # χ²'s rule of thumb: tokens expected fewer times than this share one "other" bin
@@ -83,6 +88,13 @@ def greedy_audit(trace, baseline) -> GreedyAudit | None:
 # -- sampling: χ² of the first token against the target's distribution ---------------------------------
 
 
+def check_audit_temperature(temperature) -> float:
+    """The audit's temperature: the one rule every surface meets (``limits.check_temperature``), and above 0."""
+    if check_temperature(temperature) == 0:
+        raise ExplorerError("the sampling audit needs a temperature above 0 (greedy runs have the greedy audit)")
+    return float(temperature)
+
+
 @dataclass(frozen=True)
 class SamplingAudit:
     """``runs`` seeded runs; ``bins`` [(label token ids or None for "other", observed, expected)];
@@ -105,6 +117,18 @@ class SamplingAudit:
     likeliest: float | None = None
     runs_for_power: int | None = None
     temperature_for_power: float | None = None
+    # Priced in time (issue 51): the seconds a run took here (from the second run on: the first loads what the
+    # method builds), and where the runs asked for would have taken longer than the bound, how many were asked
+    seconds_per_run: float | None = None
+    asked: int | None = None
+
+    def cut_words(self, bound_s: float) -> str | None:
+        """Why fewer runs than asked were made, in one line (None when all were)."""
+        if self.asked is None or self.seconds_per_run is None:
+            return None
+        return (f"cut to {self.runs:,} runs: {self.asked:,} would take about "
+                f"{duration(self.asked * self.seconds_per_run)} here ({self.seconds_per_run:.2g} s a run, measured), "
+                f"and a job may take at most {duration(bound_s)}")
 
     @property
     def powerless(self) -> bool:
@@ -142,9 +166,14 @@ def chi_square(counts: dict[int, int], probs: dict[int, float], runs: int) -> tu
 def sampling_audit(model, prompt: str | None = None, *, prompt_ids: list[int] | None = None, runs: int = 200,
                    temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, seed: int = 0,
                    progress: Callable[[int, int], None] | None = None, should_stop: Callable[[], bool] | None = None,
+                   max_seconds: float | None = None, seconds_per_run: float | None = None,
                    **decode_options) -> SamplingAudit:
     """``runs`` decodes of two tokens with seeds ``seed`` … ``seed + runs − 1``; the first token's counts
     against the target's warped distribution at the prompt (Pearson's χ², ``chi_square``).
+
+    ``max_seconds`` (the app's bound on a job): the runs are priced at ``seconds_per_run`` (measured here by an
+    earlier audit of the same settings) before the first, else at the second run's time, and cut to the runs that
+    fit (the result says so: ``asked``), or refused in one line where not even ``MIN_AUDIT_RUNS`` would.
 
     Two tokens, so that the first round drafts (a budget of one leaves no room for a draft) and the first
     token goes through the method's accept test or its residual. ``decode_options`` are ``explorer.stream``'s
@@ -154,28 +183,37 @@ def sampling_audit(model, prompt: str | None = None, *, prompt_ids: list[int] | 
     from . import api
     from .engine.sampling import SamplingConfig, warp
 
-    if not isinstance(runs, int) or isinstance(runs, bool) or not 10 <= runs <= MAX_AUDIT_RUNS:
-        raise ExplorerError(f"runs must be a whole number from 10 to {MAX_AUDIT_RUNS}, got {runs!r}")
-    if not isinstance(temperature, (int, float)) or not temperature > 0:
-        raise ExplorerError("the sampling audit needs a temperature above 0 (greedy runs have the greedy audit)")
+    if not isinstance(runs, int) or isinstance(runs, bool) or not MIN_AUDIT_RUNS <= runs <= MAX_AUDIT_RUNS:
+        raise ExplorerError(f"runs must be a whole number from {MIN_AUDIT_RUNS} to {MAX_AUDIT_RUNS}, got {runs!r}")
+    temperature = check_audit_temperature(temperature)
     counts: dict[int, int] = {}
     paths: dict[str, int] = {}
     ids = prompt_ids
-    for k in range(runs):
+    asked, measured = runs, []
+    if max_seconds is not None and seconds_per_run:
+        runs = _affordable(runs, seconds_per_run, max_seconds)
+    k = 0
+    while k < runs:
         if should_stop is not None and should_stop():
             raise ExplorerError(f"sampling audit stopped after {k} of {runs} runs")
+        start = time.perf_counter()
         trace = api.decode(model, prompt if ids is None else None, prompt_ids=ids, temperature=temperature,
                            top_k=top_k, top_p=top_p, max_new_tokens=2, seed=seed + k, **decode_options)
+        if k:  # the first run loads and builds what the method needs: not the pace of the others
+            measured.append(time.perf_counter() - start)
         ids = list(trace.prompt_ids)  # encode the prompt once
         if runs * len(ids) > MAX_AUDIT_TOKENS:  # every run reads the whole prompt again
             raise ExplorerError(f"{runs} runs of a {len(ids)}-token prompt would read {runs * len(ids):,} prompt tokens; at "
                                 f"most {MAX_AUDIT_TOKENS:,}: fewer runs or a shorter prompt")
+        if k == 1 and max_seconds is not None and not seconds_per_run:  # priced at the second run's time
+            runs = _affordable(runs, measured[0], max_seconds)
         first = trace.output_ids[0]
         counts[first] = counts.get(first, 0) + 1
         kind = trace.rounds[0].emitted_kind[0]
         paths[kind] = paths.get(kind, 0) + 1
+        k += 1
         if progress is not None:
-            progress(k + 1, runs)
+            progress(k, runs)
     target = api.load_cached(model, decode_options.get("device"), decode_options.get("dtype"))
     with torch.no_grad():
         logits = target.model(torch.tensor([ids], device=target.device)).logits[0, -1:]
@@ -190,10 +228,24 @@ def sampling_audit(model, prompt: str | None = None, *, prompt_ids: list[int] | 
             {}, _support(warp(logits, SamplingConfig(t, top_k, float(top_p)))[0]), runs)[3]) >= 2), None)
         power = {"runs_for_power": needed if needed is not None and needed <= MAX_AUDIT_RUNS else None,
                  "temperature_for_power": other}
+    pace = statistics.median(measured) if measured else seconds_per_run
     return SamplingAudit(runs=runs, temperature=float(temperature), chi2=chi2, dof=dof, p_value=p_value, bins=bins,
                          impossible=impossible, paths=paths, lossy=trace.settings.lossy,
                          token_text=target.token_texts([t for t, _, _ in bins if t is not None]), likeliest=likeliest,
-                         **power)
+                         seconds_per_run=pace, asked=asked if runs < asked else None, **power)
+
+
+def _affordable(runs: int, seconds_per_run: float, max_seconds: float) -> int:
+    """The runs that fit in ``max_seconds`` at ``seconds_per_run`` (all of ``runs`` where they do); ``ExplorerError``
+    naming the time where not even ``MIN_AUDIT_RUNS`` fit."""
+    fit = int(max_seconds // seconds_per_run)
+    if fit >= runs:
+        return runs
+    if fit < MIN_AUDIT_RUNS:
+        raise ExplorerError(f"the sampling audit would take about {duration(runs * seconds_per_run)} here ({runs:,} runs at "
+                            f"{seconds_per_run:.2g} s a run, measured), and even {MIN_AUDIT_RUNS} runs would take more "
+                            f"than the {duration(max_seconds)} a job may take: a shorter prompt or a quicker method")
+    return fit
 
 
 def _support(p) -> dict[int, float]:

@@ -12,7 +12,10 @@ any Hub id may be loaded (the person running the process owns the machine).
 from __future__ import annotations
 
 import logging
+import math
 import os
+
+from .errors import ExplorerError
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +43,27 @@ MAX_PROMPT_CHARS = _env_int("EXPLORER_MAX_PROMPT_CHARS", 32_000, 1, 10_000_000)
 MAX_SEED = 2**63 - 1  # NumPy's and torch's generators take 64-bit seeds
 MAX_SPEC_CHARS = 200  # a model or draft spec; longer ones are refused, and never echoed whole
 
+# -- sampling: one rule for every surface (page, API, MCP, CLI), checked by ``engine.sampling.SamplingConfig`` ----
+# A temperature is 0 (greedy) or from MIN_TEMPERATURE to MAX_TEMPERATURE. Below 0.01 sampling is greedy to
+# float32's precision: a logit gap of 1 becomes e^(-1/0.01) = e^-100 ≈ 4e-44, under float32's smallest normal
+# number; and a tiny one broke it: 1e-45 is 0 in float32 and 1e-300 overflowed the logits to inf, so softmax gave
+# NaN and torch.multinomial raised (issue 51).
+MIN_TEMPERATURE = 0.01
+MAX_TEMPERATURE = 100.0
+
+
+def check_temperature(value) -> float:
+    """``value`` as a temperature: 0 (greedy) or from ``MIN_TEMPERATURE`` to ``MAX_TEMPERATURE``; one line
+    (``ExplorerError``) for anything else: a tiny positive one, a negative, NaN, ±inf, text, a bool."""
+    number = value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    if number is not None and (number == 0 or MIN_TEMPERATURE <= number <= MAX_TEMPERATURE):
+        return float(number)
+    shown = clip(value, 40) if number is None or not math.isfinite(number) else f"{number:g}"
+    raise ExplorerError(f"temperature must be 0 (greedy) or from {MIN_TEMPERATURE:g} to {MAX_TEMPERATURE:g}, "
+                        f"got {shown}" + (": below that, sampling is greedy anyway: use 0"
+                                          if number is not None and 0 < number < MIN_TEMPERATURE else ""))
+
+
 # -- uploaded traces and reports ----------------------------------------------------------------------
 MAX_TRACE_BYTES = _env_int("EXPLORER_MAX_TRACE_MB", 32, 1, 4096) * 2**20
 MAX_TRACE_ROUNDS = _env_int("EXPLORER_MAX_TRACE_ROUNDS", 4096, 1, 1_000_000)
@@ -64,8 +88,21 @@ MAX_STORED_TRACE_BYTES = _env_int("EXPLORER_STORED_TRACES_MB", 160, 1, 1_000_000
 MAX_UPLOAD_BYTES = _env_int("EXPLORER_UPLOADS_MB", 512, 64, 1_000_000) * 2**20
 MAX_REPORT_ROWS = 256  # systems in one benchmark report
 
+# -- visitors and their long jobs (``ui.long_jobs``) ----------------------------------------------------------
+# Proxies in front of the app that append the client's address to X-Forwarded-For: a Space has one (its
+# gateway); a server reached directly has none, and then the socket's peer is the visitor
+PROXY_HOPS = _env_int("EXPLORER_PROXY_HOPS", 1 if ON_SPACE else 0, 0, 8)
+# The longest a long job (the sampling audit, the race, the theory lab, the BiLD sweep, a measured what-if) may take
+# on this machine, priced from its measured pace before it starts: two tabs' 2 000-run `quantized` audits were
+# admitted by a token count and would have taken ~40 minutes each (issue 51)
+MAX_JOB_SECONDS = _env_int("EXPLORER_MAX_JOB_S", 180, 10, 86_400)
+
 # -- loaded models ------------------------------------------------------------------------------------
 MODEL_CACHE_BYTES = _env_int("EXPLORER_MODEL_CACHE_MB", 4096, 64, 1_000_000) * 2**20
+# Models not yet loaded that one visitor of the served app may load (the default aside), per window: 70 distinct
+# tiny models from one client pushed everything else out of the cache (issue 51)
+VISITOR_MODEL_LOADS = _env_int("EXPLORER_VISITOR_MODEL_LOADS", 8, 1, 100_000)
+VISITOR_LOADS_WINDOW_S = 3600
 HF_MAX_PARAMS = _env_int("EXPLORER_HF_MAX_PARAMS_M", 1000 if ON_SPACE else 1_000_000, 1, 1_000_000) * 10**6
 # The GPU pair's target (``explorer.pairs``): a Space with a GPU also loads it, and up to its size
 GPU_PAIR_TARGET = "HuggingFaceTB/SmolLM2-1.7B-Instruct"

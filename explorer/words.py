@@ -22,3 +22,13 @@ def plural(n: int, word: str, words: str | None = None) -> str:
 def times(n: int) -> str:
     """How often: "once", "2 times", "1,024 times"."""
     return "once" if n == 1 else f"{n:,} times"
+
+
+def duration(seconds: float) -> str:
+    """A time a visitor reads at a glance: "40 s", "7 min 50 s", "2 h 5 min" (seconds dropped past 10 minutes)."""
+    seconds = max(0, round(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min" + (f" {seconds % 60} s" if seconds % 60 and seconds < 600 else "")
+    return f"{seconds // 3600} h" + (f" {seconds % 3600 // 60} min" if seconds % 3600 >= 60 else "")

@@ -9,13 +9,17 @@ from ..errors import ExplorerError
 from .common import add_dtype, add_method_options, method_options, plain_text
 
 
+# what `python -m explorer --help` lists, without importing what the command needs
+HELP = ("is a method lossless here? greedy diff against plain decoding, and a χ² sampling audit of the first token "
+        "against the target's distribution")
+
+
 def add_parser(sub) -> None:
     from ..api import METHODS
     from ..drafts import draft_forms
     from ..engine.controllers import CONTROLLERS
 
-    audit = sub.add_parser("audit", help="is a method lossless here? greedy diff against plain decoding, and a χ² "
-                                         "sampling audit of the first token against the target's distribution")
+    audit = sub.add_parser("audit", help=HELP)
     audit.add_argument("--prompt", required=True, help="the prompt text (wrapped in the chat template unless --raw)")
     audit.add_argument("--model", default="default", help="default | hf:ORG/NAME | tiny-random[:SEED[:LAYERS]]")
     add_dtype(audit)
@@ -37,7 +41,7 @@ def add_parser(sub) -> None:
 def handle(args) -> int:
     """Print the greedy audit (this method against plain decoding) and, unless --runs 0, the sampling audit."""
     from ..api import METHODS, decode
-    from ..audit import MAX_AUDIT_RUNS, greedy_audit, sampling_audit
+    from ..audit import MAX_AUDIT_RUNS, check_audit_temperature, greedy_audit, sampling_audit
     from ..viz.audit import greedy_audit_text, sampling_audit_text
 
     if args.runs and not 10 <= args.runs <= MAX_AUDIT_RUNS:  # before the greedy audit spends its time
@@ -51,8 +55,8 @@ def handle(args) -> int:
     def say(line: str) -> None:  # progress on stderr: the audit's words alone go to stdout
         print(line, file=sys.stderr, flush=True)
 
-    if args.runs and not args.temperature > 0:  # before any work, and before any progress line
-        raise ExplorerError("the sampling audit needs a temperature above 0 (greedy runs have the greedy audit)")
+    if args.runs:  # before any work, and before any progress line
+        check_audit_temperature(args.temperature)
     trace = decode(args.model, args.prompt, max_new_tokens=args.max_new_tokens, **common)
     plain = decode(args.model, args.prompt, method="ar", max_new_tokens=args.max_new_tokens, chat=not args.raw,
                    dtype=args.dtype)

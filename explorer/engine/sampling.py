@@ -10,24 +10,26 @@ Shape legend: K positions, V vocabulary.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
 
 from ..errors import ExplorerError
+from ..limits import check_temperature
 
 
 @dataclass(frozen=True)
 class SamplingConfig:
-    """Temperature (0 = greedy), top-k (0 = off) and top-p (1 = off)."""
+    """Temperature (0 = greedy, else from ``limits.MIN_TEMPERATURE`` to 100: ``limits.check_temperature``, the one
+    rule every surface meets here), top-k (0 = off) and top-p (1 = off)."""
 
     temperature: float = 0.0
     top_k: int = 0
     top_p: float = 1.0
 
     def __post_init__(self):
-        if not (isinstance(self.temperature, (int, float)) and 0.0 <= self.temperature <= 100.0):
-            raise ExplorerError(f"temperature must be between 0 (greedy) and 100, got {self.temperature!r}")
+        check_temperature(self.temperature)
         if not (isinstance(self.top_k, int) and self.top_k >= 0):
             raise ExplorerError(f"top_k must be a whole number >= 0 (0 turns it off), got {self.top_k!r}")
         if not (isinstance(self.top_p, (int, float)) and 0.0 < self.top_p <= 1.0):
@@ -47,7 +49,7 @@ def warp(logits: torch.Tensor, cfg: SamplingConfig) -> torch.Tensor:
     logits = logits.float()
     if cfg.greedy:
         return torch.nn.functional.one_hot(logits.argmax(dim=-1), logits.shape[-1]).float()
-    logits = logits / cfg.temperature
+    logits = logits / cfg.temperature  # finite: the temperature is at least limits.MIN_TEMPERATURE
     if 0 < cfg.top_k < logits.shape[-1]:
         kth = torch.topk(logits, cfg.top_k, dim=-1).values[..., -1:]  # (K, 1)
         logits = logits.masked_fill(logits < kth, float("-inf"))
@@ -62,7 +64,13 @@ def warp(logits: torch.Tensor, cfg: SamplingConfig) -> torch.Tensor:
 
 
 def sample(probs: torch.Tensor, generator: torch.Generator | None) -> int:
-    """One token id from a distribution (V,)."""
+    """One token id from a distribution (V,). A row that is not a distribution (NaN or infinite entries, nothing
+    positive: a model whose logits overflowed) is refused in one line before ``torch.multinomial`` sees it (it
+    raised "probability tensor contains either inf, nan or element < 0", shown as a server failure)."""
+    total = float(probs.sum())  # NaN or inf anywhere makes the sum so
+    if not (math.isfinite(total) and total > 0 and float(probs.min()) >= 0):
+        raise ExplorerError("the model's next-token distribution is not a distribution (NaN or infinite "
+                            "probabilities): its logits overflowed; try greedy decoding (temperature 0)")
     return int(torch.multinomial(probs, 1, generator=generator).item())
 
 

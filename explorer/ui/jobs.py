@@ -13,6 +13,12 @@ three decodes ran under a limit of two). So:
 - any other job holds a slot for the whole of its work (``WORK.slot()``) and asks ``stopped(session)`` at
   least once per run: true once the page that started it was closed (``demo.unload`` → ``close``).
 
+Short requests come first (issue 51: two tabs' 2 000-run audits held both slots for ~40 minutes and another
+client's one-token decode waited in the queue): a long job (``slot(long=True)``: the audits, the race, the theory
+lab, the sweep, a measured what-if) never holds more than ``long_slots`` (all but one slot), takes a slot only
+while no short request waits for one, and offers its slot back between two decodes (``Held.share``); long jobs
+take the long slots in turn. Who may start a long job, and for how long, is ``long_jobs``'s.
+
 ``WORK`` counts the jobs computing at once (``busy``, ``most``) and the generator jobs under way (``running``:
 computing, between two steps or waiting for a slot) for the tests and the soak.
 """
@@ -21,36 +27,79 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import os
 import threading
 from collections import OrderedDict
+
+from explorer.api import loads_by
+
+from .session import visitor_id
 
 DECODE_CONCURRENCY = int(os.environ.get("EXPLORER_DECODE_CONCURRENCY", "2"))
 REMEMBERED_CLOSED = 4096  # closed pages remembered (their ids are never reused; a bound keeps memory flat)
 
 
 class Work:
-    """A semaphore of ``slots`` that also counts how many hold it now and at most, and how many generator jobs
-    are under way (``running``: from their first step to their end, whether they hold a slot or not)."""
+    """``slots`` that count how many hold them now and at most, and how many generator jobs are under way
+    (``running``: from their first step to their end, whether they hold a slot or not). A long job holds at most
+    ``long_slots`` of them and waits while a short request waits; long jobs are served in the order they asked."""
 
     def __init__(self, slots: int):
         self.slots = max(1, slots)
-        self._semaphore = threading.BoundedSemaphore(self.slots)
+        self.long_slots = max(1, self.slots - 1)  # one slot is always left to short requests (where there are two)
+        self._cond = threading.Condition()
         self._lock = threading.Lock()
-        self.busy = self.most = self.running = 0
+        self.busy = self.most = self.running = self.busy_long = 0
+        self._short_waiting = 0
+        self._long_line: list[int] = []  # tickets of the long jobs waiting for a slot, oldest first
+        self._tickets = itertools.count()
+
+    def _may_take(self, ticket: int | None) -> bool:
+        if self.busy >= self.slots:
+            return False
+        if ticket is None:
+            return True
+        return self.busy_long < self.long_slots and not self._short_waiting and ticket == self._long_line[0]
+
+    def _take(self, long: bool) -> None:
+        with self._cond:
+            ticket = next(self._tickets) if long else None
+            if long:
+                self._long_line.append(ticket)
+            else:
+                self._short_waiting += 1
+            try:
+                self._cond.wait_for(lambda: self._may_take(ticket))
+            finally:
+                if long:
+                    self._long_line.remove(ticket)
+                else:
+                    self._short_waiting -= 1
+                self._cond.notify_all()  # the line moved: the next long job may be first now
+            self.busy += 1
+            self.busy_long += long
+            self.most = max(self.most, self.busy)
+
+    def _give(self, long: bool) -> None:
+        with self._cond:
+            self.busy -= 1
+            self.busy_long -= long
+            self._cond.notify_all()
+
+    def waiting(self) -> bool:
+        """Whether any job waits for a slot now."""
+        with self._cond:
+            return bool(self._short_waiting or self._long_line)
 
     @contextlib.contextmanager
-    def slot(self):
-        self._semaphore.acquire()
-        with self._lock:
-            self.busy += 1
-            self.most = max(self.most, self.busy)
+    def slot(self, long: bool = False):
+        self._take(long)
+        held = Held(self, long)
         try:
-            yield
+            yield held
         finally:
-            with self._lock:
-                self.busy -= 1
-            self._semaphore.release()
+            self._give(long)
 
     @contextlib.contextmanager
     def job(self):
@@ -64,20 +113,33 @@ class Work:
                 self.running -= 1
 
 
+class Held:
+    """A slot held by a job; ``share()`` between two of its decodes lets whoever waits go first."""
+
+    def __init__(self, work: Work, long: bool):
+        self.work, self.long = work, long
+
+    def share(self) -> None:
+        if self.work.waiting():
+            self.work._give(self.long)
+            self.work._take(self.long)  # behind the short requests waiting, and behind the long jobs that asked first
+
+
 WORK = Work(DECODE_CONCURRENCY)
 
 
-def gated(handler):
-    """A generator handler whose computing (each resumption up to its next yield) holds a ``WORK`` slot.
-    The signature is the handler's own, so Gradio injects its request and progress as before."""
+def gated(handler, long: bool = False):
+    """A generator handler whose computing (each resumption up to its next yield) holds a ``WORK`` slot (a long
+    one: ``long``). The signature is the handler's own, so Gradio injects its request and progress as before."""
 
     @functools.wraps(handler)
     def run(*args, **kwargs):
+        visitor = visitor_of(args, kwargs)
         with WORK.job():
             steps = handler(*args, **kwargs)
             try:
                 while True:
-                    with WORK.slot():
+                    with WORK.slot(long), loads_by(visitor):  # the models it loads are counted as its visitor's
                         try:
                             item = next(steps)
                         except StopIteration:
@@ -87,6 +149,12 @@ def gated(handler):
                 steps.close()  # a generator Gradio dropped: its own finally blocks run now (Stop bookkeeping, …)
 
     return run
+
+
+def visitor_of(args, kwargs) -> str | None:
+    """The visitor of a handler's call (``session.visitor_id`` of the request among its arguments), or None."""
+    request = next((a for a in (*args, *kwargs.values()) if hasattr(a, "session_hash")), None)
+    return visitor_id(request) if request is not None else None
 
 
 _closed: "OrderedDict[str, None]" = OrderedDict()

@@ -31,6 +31,7 @@ from explorer.limits import gpu_present
 from explorer.pairs import GPU_PAIR, PAIRS
 
 from .jobs import DECODE_CONCURRENCY, gated
+from .long_jobs import LONG_CONCURRENCY
 from . import zerogpu
 from .my_runs import my_runs_section, wire_my_runs
 from .options import build_options_panel
@@ -202,13 +203,13 @@ def build_demo() -> gr.Blocks:
                     theory_c_hat = gr.Slider(0, 1, value=0.1, step=0.01, label="ĉ: draft / target operations per token",
                                              elem_id="theory-c-hat")
                 theory = gr.Plot(viz.theory_figure(0.8, 0.1, 0.1), show_label=False, elem_id="theory-plot")
-                theory_lab_section(DECODE_CONCURRENCY)
-                whatif_section(DECODE_CONCURRENCY)
+                theory_lab_section(LONG_CONCURRENCY)  # the long jobs: their own queue (ui.long_jobs)
+                whatif_section(LONG_CONCURRENCY)
             with gr.Tab("Compare", id="compare", elem_id="tab-compare", render_children=True):
                 racing = race_section()
                 mine = my_runs_section()
                 compare = compare_section()
-                bild_sweep_section(DECODE_CONCURRENCY)
+                bild_sweep_section(LONG_CONCURRENCY)
             with gr.Tab("Audit", id="audit", elem_id="tab-audit", render_children=True):
                 audit = audit_section()
             with gr.Tab("Traces", id="traces", elem_id="tab-traces", render_children=True):
@@ -231,8 +232,8 @@ def build_demo() -> gr.Blocks:
                     theory_c_hat=theory_c_hat, theory=theory, download=download, upload=upload, trace_note=trace_note,
                     trace_state=trace_state, playing=playing, view_slots=view_slots, options=options)
         _wire(page, Handlers(page))
-        wire_audit(page, audit, DECODE_CONCURRENCY)
-        wire_race(page, racing, compare, DECODE_CONCURRENCY)
+        wire_audit(page, audit, LONG_CONCURRENCY)
+        wire_race(page, racing, compare, LONG_CONCURRENCY)
         wire_my_runs(mine, compare)
         demo.load(None, js=ROUND_KEYS_JS)  # ← → step through rounds (not while typing in a field)
         demo.load(None, js=TIP_JS)  # tooltips of [data-tip] elements, at once

@@ -23,8 +23,7 @@ from explorer.viz.race import RACE_CSS, race_html
 from .trace_files import race_folder
 from .inputs import decode_options, precision
 from .page import Page
-from . import jobs, zerogpu
-from .jobs import gated
+from . import jobs, long_jobs, zerogpu
 from .sections import CompareView
 from .session import StopRequests, history_session, session_id
 
@@ -94,7 +93,9 @@ def wire_race(page: Page, section: RaceSection, compare: CompareView, concurrenc
                     break
                 if time.perf_counter() - shown >= SHOW_EVERY_S:
                     shown = time.perf_counter()
-                    yield {section.view: race_html(race.snapshot(lanes), options["max_new_tokens"])}
+                    views = race.snapshot(lanes)  # its tokens price the race as it goes (long_jobs)
+                    long_jobs.progress(session, sum(len(v.tokens) for v in views), len(lanes) * options["max_new_tokens"])
+                    yield {section.view: race_html(views, options["max_new_tokens"])}
             shown = compare.show(race.race_report(lanes))
             yield {section.view: race_html(race.snapshot(lanes), options["max_new_tokens"]),
                    section.download: gr.DownloadButton(value=str(_write_report(shown[compare.report], session)),
@@ -111,10 +112,10 @@ def wire_race(page: Page, section: RaceSection, compare: CompareView, concurrenc
         if not RACE_STOPS.request(session_id(request)):
             gr.Info("No race is running.")
 
-    section.run.click(gated(run_race), inputs={page.model, page.precision, page.hardware, page.prompt, page.temperature, page.top_k, page.top_p,
+    section.run.click(long_jobs.long_gated(run_race, "the race", RACE_STOPS.request), inputs={page.model, page.precision, page.hardware, page.prompt, page.temperature, page.top_k, page.top_p,
                                         page.max_new_tokens, page.seed, *section.lanes},
                       outputs=[section.view, section.download, *compare.outputs()],
-                      concurrency_limit=concurrency_limit, concurrency_id="decode", show_progress="hidden",
+                      concurrency_limit=concurrency_limit, concurrency_id=long_jobs.LONG_GROUP, show_progress="hidden",
                       api_visibility="private")
     section.stop.click(stop_race, queue=False, show_progress="hidden", api_visibility="private")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 
-from explorer.limits import MAX_SESSION_TRACE_BYTES, MAX_STORED_TRACE_BYTES
+from explorer.limits import MAX_SESSION_TRACE_BYTES, MAX_STORED_TRACE_BYTES, PROXY_HOPS
 
 
 class StopRequests:
@@ -55,6 +55,27 @@ class StopRequests:
 def session_id(request) -> str:
     """The browser session's id (one per open page); API calls without one share ``anonymous``."""
     return getattr(request, "session_hash", None) or "anonymous"
+
+
+def visitor_id(request) -> str:
+    """Who is asking, across their tabs, sessions and API calls: what a visitor's share of the machine is counted
+    by (``long_jobs``: one long job at a time; ``api.loads_by``: models loaded). A page's session hash is per tab
+    and an API client makes a new one per call, so the client's address is the visitor: behind a Space's proxy
+    the address that proxy appended to X-Forwarded-For (``limits.PROXY_HOPS`` from the right: what a client writes
+    there itself comes before it), elsewhere the socket's peer. Every MCP caller is one visitor, ``mcp``: Gradio's
+    MCP server sends their calls through one client of its own on loopback (``history_session``). Without an
+    address (a handler called in-process), the session."""
+    headers = getattr(request, "headers", None) or {}
+    if headers.get("x-gradio-user") == "mcp":
+        return "mcp"
+    address = None
+    if PROXY_HOPS:
+        hops = [part.strip() for part in str(headers.get("x-forwarded-for") or "").split(",")]
+        address = hops[-PROXY_HOPS] if len(hops) >= PROXY_HOPS and hops[-PROXY_HOPS] else None
+    address = address or getattr(getattr(request, "client", None), "host", None)
+    if address:
+        return f"ip:{str(address)[:64]}"
+    return f"session:{session_id(request)}"
 
 
 def history_session(request, api: bool = False) -> str | None:

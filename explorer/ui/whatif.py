@@ -19,7 +19,7 @@ from explorer.viz import safe_markdown
 from explorer.viz.whatif import whatif_figure
 
 from . import zerogpu
-from .jobs import WORK
+from .long_jobs import LONG_GROUP, LongJob
 from .sections import LATEST_BENCH
 from .session import RUNS, session_id
 
@@ -90,13 +90,13 @@ def whatif_section(concurrency_limit: int) -> WhatIfSection:
 
     inputs = [text, uploaded, cost, verify, gamma, mine, shipped, words]
     run.click(analyse, inputs=inputs, outputs=[plot, words], concurrency_limit=concurrency_limit,
-              concurrency_id="decode", show_progress="minimal", api_visibility="private")
+              concurrency_id=LONG_GROUP, show_progress="minimal", api_visibility="private")
     upload.upload(load_upload, inputs=[upload], outputs=[uploaded, text], api_visibility="private").then(
-        analyse, inputs=inputs, outputs=[plot, words], concurrency_limit=concurrency_limit, concurrency_id="decode",
+        analyse, inputs=inputs, outputs=[plot, words], concurrency_limit=concurrency_limit, concurrency_id=LONG_GROUP,
         api_visibility="private")
     example.click(lambda: (EXAMPLE.read_text(encoding="utf-8"), None), outputs=[text, uploaded],
                   api_visibility="private").then(analyse, inputs=inputs, outputs=[plot, words],
-                                                 concurrency_limit=concurrency_limit, concurrency_id="decode",
+                                                 concurrency_limit=concurrency_limit, concurrency_id=LONG_GROUP,
                                                  api_visibility="private")
     return WhatIfSection(text, plot, words)
 
@@ -114,9 +114,12 @@ def analyse_inputs(pasted, upload_bytes, c, curve_text, gamma_value, with_mine, 
         if measure and zerogpu.ON_ZERO_GPU:
             curve, measured_on = zerogpu.verify_cost_run(max(d.positions for d in drafters))
         elif measure:
-            with WORK.slot():  # ≈ 6 × (K + 1) target forwards: the decodes' work, counted with them
-                curve, measured_on = whatif.measure_verify_cost("default", max(d.positions for d in drafters),
-                                                                progress=progress)
+            positions = max(d.positions for d in drafters)
+            # ≈ 6 × (K + 1) target forwards: a long job, priced from the pace of earlier measurements of its size
+            with LongJob(request, "measuring T(n)", ("verify cost", positions), 1, "measurement",
+                         hint="give T(n)/T(1) as numbers instead", tell=progress or (lambda line: None)) as job:
+                curve, measured_on = whatif.measure_verify_cost("default", positions, progress=progress)
+                job.progress(1)
         else:
             curve = whatif.parse_verify_cost(curve_text)
         results = whatif.analyse_all(drafters, c, curve)["drafters"]

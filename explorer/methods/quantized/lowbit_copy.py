@@ -33,6 +33,7 @@ from ...engine.forward import decoder_parts
 from ...errors import ExplorerError
 from ...models.default import local_default_gguf
 from ...models.gguf import q4_1_blocks
+from ...models.loaded import DERIVED_BYTES, resident_bytes
 
 BITS = ("int4", "int8")
 ACTIVATIONS = torch.bfloat16  # the low-bit kernels are vectorised for bf16 activations only (engine.lowbit)
@@ -59,7 +60,19 @@ class LowBitCopy:
 
 
 _COPIES: "weakref.WeakKeyDictionary[torch.nn.Module, dict[str, LowBitCopy]]" = weakref.WeakKeyDictionary()
+# what each copy costs: its packed weights, or the resident memory its build took, whichever is more (the default's
+# int4 copy packs 84 MB, and its build — the GGUF's blocks read and checked — took ≈ 410 MB that stays resident)
+_BYTES: "weakref.WeakKeyDictionary[torch.nn.Module, dict[str, int]]" = weakref.WeakKeyDictionary()
 _LOCK = threading.Lock()
+
+
+def copies_bytes(model: torch.nn.Module) -> int:
+    """Bytes the low-bit copies built of ``model`` hold (counted in the model cache's budget)."""
+    with _LOCK:
+        return sum(_BYTES.get(model, {}).values())
+
+
+DERIVED_BYTES.append(copies_bytes)
 
 
 def lowbit_copy(target, bits: str) -> LowBitCopy:
@@ -71,7 +84,9 @@ def lowbit_copy(target, bits: str) -> LowBitCopy:
     with _LOCK:
         built = _COPIES.setdefault(model, {})
         if bits not in built:
+            before = resident_bytes()
             built[bits] = _build(target, bits)
+            _BYTES.setdefault(model, {})[bits] = max(built[bits].decoder.weight_bytes(), resident_bytes() - before)
         return built[bits]
 
 
