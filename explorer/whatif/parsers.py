@@ -11,13 +11,15 @@
   "accept len: …" in its decode log (``sglang_log``).
 
 Everything read here is untrusted: lines are bounded before a parser reads them, log lines are read with string
-operations only (a regular expression over them backtracked), every count is checked (``counts``), and refusals are
-``ExplorerError`` lines. Plain Python (``prometheus_client`` for a /metrics page): no torch.
+operations only (a regular expression over them backtracked), a /metrics page with patterns that cannot backtrack
+(``_samples``), every count is checked (``counts``), and refusals are ``ExplorerError`` lines; a file none of them
+reads is refused naming every format read (``FORMATS``). Plain Python: no torch.
 """
 
 from __future__ import annotations
 
 import math
+import re
 
 from ..errors import ExplorerError
 from ..limits import MAX_GAMMA, clip
@@ -39,47 +41,91 @@ def _label_name(engine: str, labels: dict) -> str:
 
 VLLM = "vllm:spec_decode_"
 VLLM_COUNTERS = ("num_drafts", "num_draft_tokens", "num_accepted_tokens", "num_accepted_tokens_per_pos")
+SGLANG = ("sglang:spec_accept_length", "sglang:spec_accept_rate")
+# Every format What if reads, named in each refusal of a file it cannot place
+FORMATS = ("What if reads vLLM v1 (/metrics, 'SpecDecoding metrics' log lines), vLLM v0 ('Speculative metrics' "
+           "lines), SGLang (/metrics, 'accept len' lines), llama.cpp timings JSON and this explorer's traces and reports")
+
+# A Prometheus sample line, read with patterns that cannot backtrack: possessive quantifiers (Python 3.11) over
+# disjoint character classes, so each character is looked at a bounded number of times. prometheus_client's own
+# parser walked a line character by character in Python and copied its rest once per label: 2 000 lines of one
+# label holding 900 escaped quotes (3.6 MB) took 2.0 CPU s (issue 51); this reads them in a fraction of that.
+_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*+")
+_LABEL = re.compile(r'\s*+([a-zA-Z_][a-zA-Z0-9_]*+)\s*+=\s*+"((?:[^"\\\n]++|\\.)*+)"\s*+(?:,|(?=\}))')
+
+
+def _unescape(value: str) -> str:
+    """A label value as written (``\\\\``, ``\\"`` and ``\\n`` escaped), with string operations only: a function
+    called per escape took 0.4 CPU s over 1.8 million of them."""
+    if "\\" not in value:
+        return value
+    return "\\".join(part.replace('\\"', '"').replace("\\n", "\n") for part in value.split("\\\\"))
+
+
+def _samples(text: str):
+    """(name, labels, value) of every sample line whose metric What if reads (vLLM's spec-decode counters,
+    SGLang's accept length and rate); ``ExplorerError`` naming the formats it reads for a line that is not a
+    Prometheus sample (``name{label="value",…} value [timestamp]``). Other metrics' lines are only checked."""
+    for n, line in enumerate(text.splitlines(), 1):
+        if len(line) > MAX_LINE_CHARS:
+            raise ExplorerError(f"line {n} has {len(line):,} characters; a metrics line is a few hundred (at most "
+                                f"{MAX_LINE_CHARS:,} are read): is this a /metrics page?")
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        name = _NAME.match(line)
+        if name is None:
+            raise ExplorerError(f"line {n} is not a metric sample: {FORMATS}")
+        name = name.group()
+        base = name.removesuffix("_total")
+        wanted = (base.startswith(VLLM) and base[len(VLLM):] in VLLM_COUNTERS) or base in SGLANG
+        rest = line[len(name):]
+        labels = {}
+        if rest.startswith("{"):
+            if not wanted:  # only its shape: the labels' end, then a value
+                rest = rest[rest.rfind("}") + 1:] if "}" in rest else ""
+            else:
+                at = 1
+                while not rest.startswith("}", at):
+                    label = _LABEL.match(rest, at)
+                    if label is None:
+                        raise ExplorerError(f"line {n}: {clip(name, 60)} has labels that are not `name=\"value\"`")
+                    labels[label.group(1)] = _unescape(label.group(2))
+                    at = label.end()
+                rest = rest[at + 1:]
+        words = rest.split()
+        if not 1 <= len(words) <= 2 or not rest[:1].isspace():
+            raise ExplorerError(f"line {n} is not a metric sample: {FORMATS}")
+        try:
+            value = float(words[0])
+        except ValueError:
+            if not wanted:  # not a sample at all: words, an HTML page, …
+                raise ExplorerError(f"line {n} is not a metric sample: {FORMATS}") from None
+            raise ExplorerError(f"line {n}: {clip(name, 60)} has the value {clip(words[0], 30)}, not a number") from None
+        if wanted:
+            yield base, labels, value
 
 
 def prometheus(text: str, gamma: int | None) -> list[Acceptance]:
     """vLLM's spec-decode counters and SGLang's accept-length gauge from Prometheus exposition text, one
     drafter per label set (model_name, engine, …; the position label aside)."""
-    from prometheus_client.parser import text_string_to_metric_families
-
     vllm: dict[tuple, dict] = {}
     sglang: dict[tuple, dict] = {}
-    for n, line in enumerate(text.splitlines(), 1):
-        if len(line) > MAX_LINE_CHARS:
-            raise ExplorerError(f"line {n} has {len(line):,} characters; a metrics line is a few hundred (at most "
-                                f"{MAX_LINE_CHARS:,} are read): is this a /metrics page?")
-    try:
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                name = sample.name
-                if name.endswith("_created"):
-                    continue  # the time a counter was created, not a count
-                base = name.removesuffix("_total")
-                labels = dict(sample.labels)
-                if base.startswith(VLLM) and base[len(VLLM):] in VLLM_COUNTERS:
-                    position = labels.pop("position", None)
-                    entry = vllm.setdefault(tuple(sorted(labels.items())), {"per_position": {}})
-                    if base.endswith("_per_pos"):
-                        if position is None or not position.isdigit() or int(position) >= MAX_GAMMA:
-                            raise ExplorerError(f"a per-position counter has position {clip(position, 20)}; "
-                                                f"expected 0 to {MAX_GAMMA - 1}")
-                        entry["per_position"][int(position)] = sample.value
-                    else:
-                        entry[base[len(VLLM):]] = sample.value
-                elif base in ("sglang:spec_accept_length", "sglang:spec_accept_rate"):
-                    sglang.setdefault(tuple(sorted(labels.items())), {})[base.split(":spec_")[1]] = sample.value
-                if len(vllm) + len(sglang) > MAX_DRAFTERS:
-                    raise ExplorerError(f"more than {MAX_DRAFTERS} engines or models in one file: keep the ones to "
-                                        "compare")
-    except ExplorerError:
-        raise
-    except Exception:  # the parser's own error names internals; the user needs what the file should be
-        raise ExplorerError("not Prometheus metrics text (a line is not `name{labels} value`), nor a vLLM or SGLang "
-                            "log line, nor llama.cpp timings JSON") from None
+    for base, labels, value in _samples(text):
+        if base.startswith(VLLM):
+            position = labels.pop("position", None)
+            entry = vllm.setdefault(tuple(sorted(labels.items())), {"per_position": {}})
+            if base.endswith("_per_pos"):
+                if position is None or not position.isdigit() or int(position) >= MAX_GAMMA:
+                    raise ExplorerError(f"a per-position counter has position {clip(position, 20)}; "
+                                        f"expected 0 to {MAX_GAMMA - 1}")
+                entry["per_position"][int(position)] = value
+            else:
+                entry[base[len(VLLM):]] = value
+        else:
+            sglang.setdefault(tuple(sorted(labels.items())), {})[base.split(":spec_")[1]] = value
+        if len(vllm) + len(sglang) > MAX_DRAFTERS:
+            raise ExplorerError(f"more than {MAX_DRAFTERS} engines or models in one file: keep the ones to compare")
     drafters = []
     for labels, entry in vllm.items():
         name = _label_name("vLLM", dict(labels))

@@ -9,7 +9,7 @@ import json
 from ..errors import ExplorerError
 from ..limits import MAX_GAMMA, clip
 from .model import Acceptance
-from .parsers import llama_cpp, prometheus, sglang_log, vllm_log, vllm_v0_log
+from .parsers import FORMATS, SGLANG, VLLM, llama_cpp, prometheus, sglang_log, vllm_log, vllm_v0_log
 from .runs import from_report, from_trace
 
 MAX_METRICS_BYTES = 4 * 2**20  # a vLLM /metrics page is 50–300 KB; a day of log lines a few MB
@@ -35,16 +35,23 @@ def read(text: str | bytes, gamma: int | None = None, name: str = "") -> list[Ac
     stripped = text.strip()
     if not stripped:
         raise ExplorerError("the file is empty: paste a /metrics page, a log line or llama.cpp timings")
-    logged = any(marker in text for marker in ("SpecDecoding metrics:", "Speculative metrics:", "accept len:"))
+    logged = [kind for kind, marker in LOG_MARKERS.items() if marker in text]
     if stripped[0] in "[{" and not (logged and not _is_json(stripped)):  # log lines may open with "[time]"
         return _from_json(stripped, gamma, name)
-    if "SpecDecoding metrics:" in text:
-        return [vllm_log(text, name)]
-    if "Speculative metrics:" in text:
-        return [vllm_v0_log(text, name)]
-    if "accept len:" in text:
-        return [sglang_log(text, gamma, name)]
+    if len(logged) > 1:
+        raise ExplorerError(f"this mixes {', '.join(logged[:-1])} and {logged[-1]} log lines: give one at a time. "
+                            f"{FORMATS}")
+    if logged and any(counter in text for counter in (VLLM, *SGLANG)):
+        raise ExplorerError(f"this mixes {logged[0]} log lines and a /metrics page: give one at a time. {FORMATS}")
+    if logged:
+        return [LOG_READERS[logged[0]](text, gamma, name)]
     return prometheus(text, gamma)
+
+
+# the log lines each engine writes, by the marker that tells them apart, and their readers
+LOG_MARKERS = {"vLLM v1": "SpecDecoding metrics:", "vLLM v0": "Speculative metrics:", "SGLang": "accept len:"}
+LOG_READERS = {"vLLM v1": lambda text, gamma, name: vllm_log(text, name),
+               "vLLM v0": lambda text, gamma, name: vllm_v0_log(text, name), "SGLang": sglang_log}
 
 
 def _is_json(text: str) -> bool:
