@@ -17,18 +17,35 @@ from ..errors import ExplorerError, one_line
 from .common import Parser
 
 
-def build_parser() -> argparse.ArgumentParser:
+COMMANDS = ("run", "bench", "sweep", "race", "audit", "profile", "whatif", "soak", "train")  # --help lists them so
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser: every command's sub-parser in full, or (``command``) that one in full and the others by name
+    and help only, so that a command reads no module another needs (``whatif`` and ``--help``: no torch). The
+    command modules import nothing heavy until their ``add_parser`` or handler runs."""
     from . import audit, bench, profile, race, run, soak, sweep, train, whatif
 
+    modules = {"run": run, "bench": bench, "sweep": sweep, "race": race, "audit": audit, "profile": profile,
+               "whatif": whatif, "soak": soak, "train": train}
     parser = Parser(prog="python -m explorer", description="The Speculative Decoding Explorer")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    for command in (run, bench, sweep, race, audit, profile, whatif, soak, train):  # --help lists them in this order
-        command.add_parser(sub)
+    for name in COMMANDS:
+        if command is None or name == command:
+            modules[name].add_parser(sub)
+        else:
+            sub.add_parser(name, help=modules[name].HELP)
     return parser
 
 
+def _command(argv: list[str]) -> str:
+    """The command ``argv`` names ("" where it names none: ``--help``, nothing, a typo), read as argparse will."""
+    first = next((arg for arg in argv if not arg.startswith("-")), "")
+    return first if first in COMMANDS else ""
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser(_command(sys.argv[1:] if argv is None else argv)).parse_args(argv)
     try:
         if args.command == "train":  # a trainer writes its command line into the artifact's manifest
             return args.handler(args, argv if argv is not None else sys.argv[1:])

@@ -6,8 +6,12 @@ from ..errors import ExplorerError
 from .common import add_dtype
 
 
+# what `python -m explorer --help` lists, without importing what the command needs
+HELP = "measure T(n), the target's forward cost for n new tokens, and its parts"
+
+
 def add_parser(sub) -> None:
-    profile = sub.add_parser("profile", help="measure T(n), the target's forward cost for n new tokens, and its parts")
+    profile = sub.add_parser("profile", help=HELP)
     profile.add_argument("--model", default="default")
     profile.add_argument("--tokens", default="1,2,3,4,5,8,16", help="the n to measure, comma-separated")
     profile.add_argument("--context", type=int, default=128, help="cached tokens before the measured ones")

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 from ..errors import ExplorerError
-from ..race import DEFAULT_LANES
 from .common import add_dtype, write_report
 
 
+# what `python -m explorer --help` lists, without importing what the command needs
+HELP = ("plain decoding against up to three systems on one prompt, lanes taking turns by their own clocks; prints the "
+        "speed-ups (the page's race)")
+
+
 def add_parser(sub) -> None:
-    racing = sub.add_parser("race", help="plain decoding against up to three systems on one prompt, lanes taking "
-                                         "turns by their own clocks; prints the speed-ups (the page's race)")
+    from ..race import DEFAULT_LANES
+
+    racing = sub.add_parser("race", help=HELP)
     racing.add_argument("--prompt", help="the prompt (or --shipped: one shipped prompt per category)")
     racing.add_argument("--shipped", action="store_true", help="race one shipped prompt of each category")
     racing.add_argument("--lane", action="append", dest="lanes", metavar="SYSTEM",

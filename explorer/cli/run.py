@@ -10,12 +10,16 @@ from ..errors import ExplorerError
 from .common import add_dtype, add_method_options, method_options, plain_text
 
 
+# what `python -m explorer --help` lists, without importing what the command needs
+HELP = "decode one prompt and print the text and a summary"
+
+
 def add_parser(sub) -> None:
     from ..api import METHODS
     from ..drafts import draft_forms
     from ..engine.controllers import CONTROLLERS
 
-    run = sub.add_parser("run", help="decode one prompt and print the text and a summary")
+    run = sub.add_parser("run", help=HELP)
     run.add_argument("--prompt", help="the prompt text (wrapped in the chat template unless --raw)")
     run.add_argument("--prompt-ids", help="comma-separated token ids instead of --prompt")
     run.add_argument("--model", help="default | hf:ORG/NAME | tiny-random[:SEED[:LAYERS]] (default: default)")

@@ -8,8 +8,13 @@ import json
 from ..errors import ExplorerError
 
 
+# what `python -m explorer --help` lists, without importing what the command needs
+HELP = ("sweep a lossy method's thresholds (quality against cost), the theory lab (measured against Theorem 3.8), or "
+        "beam search against Hugging Face's (004's Table 3)")
+
+
 def add_parser(sub) -> None:
-    sweep = sub.add_parser("sweep", help="sweep a lossy method's thresholds (quality against cost), the theory lab (measured against Theorem 3.8), or beam search against Hugging Face's (004's Table 3)")
+    sweep = sub.add_parser("sweep", help=HELP)
     sweep.add_argument("what", choices=["bild", "lenience", "theory", "beam"])
     sweep.add_argument("--model", default="default")
     sweep.add_argument("--draft", default="early-exit:4", help="the small model (bild) or the draft (lenience, beam)")

@@ -4,10 +4,14 @@ command line too: it is written into each artifact's manifest)."""
 from __future__ import annotations
 
 
+# what `python -m explorer --help` lists, without importing what the command needs
+HELP = "train a draft offline on the target's own answers (self-distillation)"
+
+
 def add_parser(sub) -> None:
     from .common import Parser
 
-    train = sub.add_parser("train", help="train a draft offline on the target's own answers (self-distillation)",
+    train = sub.add_parser("train", help=HELP,
                            description="Offline trainers. Each writes an artifact (weights + JSON manifest) that "
                                        "the decoding methods find by the target model's fingerprint.")
     _add_trainers(train.add_subparsers(dest="trainer", required=True, parser_class=Parser, metavar="TRAINER"))

@@ -10,11 +10,15 @@ from ..errors import ExplorerError
 from ..limits import clip
 
 
+# what `python -m explorer --help` lists, without importing what the command needs
+HELP = "acceptance by draft position and the best γ from vLLM, SGLang or llama.cpp metrics"
+
+
 def add_parser(sub) -> None:
     from ..whatif import DEFAULT_DRAFT_COST
 
     whatif = sub.add_parser(
-        "whatif", help="acceptance by draft position and the best γ from vLLM, SGLang or llama.cpp metrics",
+        "whatif", help=HELP,
         description="Reads a serving engine's speculative-decoding counters (a vLLM /metrics page, vLLM or SGLang "
                     "log lines, llama.cpp timings JSON; also this explorer's traces and bench reports) and prints "
                     "acceptance by draft position, the i.i.d. α with the same mean acceptance length, and the best γ: "
