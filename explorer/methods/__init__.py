@@ -243,7 +243,7 @@ class Method:
                 chained = [m.name for m in discover().values() if "chain" in (m.draft_kinds() or ())]
                 raise ExplorerError(f"{clip(spec, 60)} is a draft chain (smaller>larger): run it with method "
                                     f"{' or '.join(chained)}")
-            if kind in KINDS or kind == "chain":
+            if kind in KINDS or self.draft_kinds(options) is not None:  # an unknown kind too: say what it takes
                 why = self.draft_words or f"{self.name} runs {', '.join(self.draft_kinds(options) or ())} drafts"
                 raise ExplorerError(f"{self.name} cannot run the draft {clip(spec, 60)}: {why}")
 
@@ -323,7 +323,8 @@ def discover() -> dict[str, Method]:
     ``ORDER`` and then in the order they registered."""
     global _discovered
     if not _discovered:
-        for module in pkgutil.iter_modules(__path__):
+        # eesd first, as ever: its early-exit stays the third draft kind in every list (after model: and prompt-lookup:)
+        for module in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name != "eesd"):
             importlib.import_module(f"{__name__}.{module.name}")
         _discovered = True
     ranked = sorted(_REGISTRY.values(), key=lambda m: ORDER.index(m.name) if m.name in ORDER else len(ORDER))
