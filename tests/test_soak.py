@@ -70,14 +70,17 @@ def test_the_adversarial_soak_cancels_uploads_and_reads_the_worst_traces(monkeyp
     """Issue 28's probe as a run: every cancelled job idles the server within 2 s, the upload folder ends
     within its budget, the worst legal traces read and draw (one pass, a few uploads, here); and issue 40's: the
     oversized lookahead trace is refused, What if's ReDoS input answers in milliseconds, and a second MCP caller
-    drafts nothing from the first's output while an API client does from its own."""
+    drafts nothing from the first's output while an API client does from its own; and issue 51's two-tab audit."""
     import json
 
     from explorer.cli import main
-    from explorer.tools import soak_adversarial
+    from explorer.tools import soak_adversarial, soak_long_jobs
+    from explorer.ui import long_jobs
 
     monkeypatch.setattr(soak_adversarial, "PASSES", 1)
     monkeypatch.setattr(soak_adversarial, "UPLOADS", 2)
+    monkeypatch.setattr(soak_long_jobs, "PROBE_S", 12.0)
+    monkeypatch.setattr(long_jobs, "MAX_JOB_SECONDS", 6)
     out = tmp_path / "adversarial.json"
     assert main(["soak", "--adversarial", "--out", str(out)]) == 0
     report = json.loads(out.read_text())
@@ -89,4 +92,11 @@ def test_the_adversarial_soak_cancels_uploads_and_reads_the_worst_traces(monkeyp
     private = report["mcp_privacy"]
     assert private["same_output"] and private["control_api_client_history_rounds"] > 0
     assert private["second_caller_history_rounds"] == private["second_caller_rounds_showing_the_firsts_text"] == 0
+    # issue 51's: two tabs' 2 000-run audits (here priced against a 6 s bound, so the first is cut): another client's
+    # one-token decodes answer within 5 s throughout, the second tab waits in line, and the server idles once both close
+    audits = report["two_tab_audit"]
+    assert audits["all_within"] and audits["slowest_s"] <= 5 and audits["one_token_decodes"] >= 4, audits
+    assert audits["second_tab_said"][0].startswith("Waiting: your other long job runs first"), audits
+    assert any("cut to" in line.lower() for line in audits["first_tab_said"]), audits
+    assert audits["idle_after_close_s"] is not None
     assert "adversarial soak" in capsys.readouterr().out

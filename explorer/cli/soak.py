@@ -8,10 +8,14 @@ import sys
 from .common import write_report
 
 
+# what `python -m explorer --help` lists, without importing what the command needs
+HELP = "load-test the app's /decode API in-process on loopback (bounded)"
+
+
 def add_parser(sub) -> None:
     from ..tools.soak import MAX_CLIENTS, MAX_TOTAL_RUNS
 
-    soak = sub.add_parser("soak", help="load-test the app's /decode API in-process on loopback (bounded)",
+    soak = sub.add_parser("soak", help=HELP,
                           description="Serves the app on a loopback port in this process and drives its /decode "
                                       "API with concurrent gradio clients: completion, identical outputs against "
                                       "one-at-a-time reference decodes, RSS, latency, concurrency.")
@@ -53,6 +57,8 @@ def handle(args) -> int:
         private = report["mcp_privacy"]
         bad += [private] if private.get("second_caller_history_rounds") or private.get(
             "second_caller_rounds_showing_the_firsts_text") else []
+        long_jobs = report["two_tab_audit"]  # issue 51: another client's one token within 5 s throughout
+        bad += [long_jobs] if not long_jobs["all_within"] or long_jobs["idle_after_close_s"] is None else []
         return 1 if bad or report["uploads"]["folder_mb_after_trim"] > report["uploads"]["budget_mb"] else 0
     soak.check_args(args.clients, args.runs, args.max_new_tokens, args.cancel_every, args.seed)
     report = soak.run(clients=args.clients, runs=args.runs, max_new_tokens=args.max_new_tokens, model=args.model,

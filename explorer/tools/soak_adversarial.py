@@ -17,7 +17,9 @@ An operator's tool (``explorer.tools``), like the soak test it builds on; the ap
    before) and 4 MB of it, in CPU seconds; two MCP connections asking ``decode`` (``suffix``) to continue the
    same sentence, the second of which must draft nothing from the first's output nor see it in ``matched``
    (with, as a control, one API client asking twice, which drafts from its own first output).
-5. Resident memory and the upload folder's bytes before and after.
+5. Issue 51's probe (``soak_long_jobs``): two tabs of one visitor each start the page's sampling audit with
+   `quantized` and 2 000 runs while another client asks for one token every 2 s; each must answer within 5 s.
+6. Resident memory and the upload folder's bytes before and after.
 
 Bounded by construction (a handful of jobs and uploads) and loopback only, like the soak test.
 """
@@ -28,7 +30,7 @@ import dataclasses
 import json
 import time
 
-from . import soak
+from . import soak, soak_long_jobs
 from ..limits import MAX_TRACE_BYTES, MAX_TRACE_ROUNDS, MAX_UPLOAD_BYTES
 
 IDLE_SHARE = 0.10  # of one core: "idle" below this
@@ -309,7 +311,7 @@ def run(model: str = "tiny-random:1", host: str = "127.0.0.1", progress=None) ->
     host = soak.check_host(host)
     soak._set_offline_env()
     started = time.perf_counter()
-    with soak.served(host) as (_, url):
+    with soak.served(host) as (demo, url):
         # warm: the models loaded and every kind of job run once, so what follows measures growth, not start-up
         warm = Client(url, verbose=False, download_files=False)
         for method, draft, width_or_gamma, _ in CANCELS:
@@ -323,10 +325,11 @@ def run(model: str = "tiny-random:1", host: str = "127.0.0.1", progress=None) ->
             rss.append(soak._round(soak.rss_mb()))
         disk_after = _folder_bytes(disk.gradio_folder())
         private = mcp_privacy(url, model, progress)
+        long_jobs = soak_long_jobs.two_tab_audit(demo, url, model, progress)
     worst = worst_traces(progress)
     return {
         "cancels": cancelled, "uploads": uploaded, "worst_traces": worst, "refused_traces": refused_traces(progress),
-        "redos": redos(progress), "mcp_privacy": private,
+        "redos": redos(progress), "mcp_privacy": private, "two_tab_audit": long_jobs,
         "rss_mb_after_each_pass": rss,
         "upload_folder_mb_before": round(disk_before / 2**20, 1), "upload_folder_mb_after": round(disk_after / 2**20, 1),
         "wall_s": round(time.perf_counter() - started, 1), "model": model,
@@ -355,6 +358,10 @@ def summary(report: dict) -> str:
                                       f"history, {m['second_caller_rounds_showing_the_firsts_text']} showing the "
                                       f"first's text (control: {m['control_api_client_history_rounds']} from an API "
                                       "client's own)"))
+    t = report["two_tab_audit"]
+    lines.append(f"  two tabs' {t['runs_asked']}-run quantized audits: {t['one_token_decodes']} one-token decodes from "
+                 f"another client, the slowest {t['slowest_s']} s (within {t['within_s']:g} s: {t['all_within']}); "
+                 f"idle {t['idle_after_close_s']} s after the tabs closed")
     lines.append("  warm server, then after each pass of cancels and uploads: RSS "
                  + " → ".join(f"{x} MB" for x in report["rss_mb_after_each_pass"])
                  + f"; upload folder {report['upload_folder_mb_before']} → {report['upload_folder_mb_after']} MB")
