@@ -5,11 +5,17 @@ against γ, one colour per α. Lines are theory — Theorem 3.8 as written (dott
 target step) and priced with this machine's measured T(γ+1)/T(1) (solid), eq. 1 below — markers the runs.
 Where the markers leave the dotted line is the lesson: on a CPU the verification of γ + 1 tokens costs
 more than one step, and a run's α̂ is a sample of a few dozen tests.
+
+A speed-up the sweep withheld (``doubt``: its runs met another pace than plain decoding's, or it beat plain
+decoding by more than its tokens per target forward allow, ``explorer.ratios``) gets no marker in the upper row: an
+open marker at 0 says "withheld" and why when pointed at. Without a T(n) curve that can be, no priced line is drawn.
 """
 
 from __future__ import annotations
 
 import plotly.graph_objects as go
+import textwrap
+
 from plotly.subplots import make_subplots
 
 from .style import SERIES, base_layout
@@ -30,7 +36,8 @@ def theory_lab_figure(report: dict) -> go.Figure:
             gammas = [p["gamma"] for p in line]
             first = col == 1
             custom = [[p["alpha_hat"] or 0, p["c_measured"] if p["c_measured"] is not None else float("nan"),
-                       p["predicted_at_measured"]] for p in line]
+                       p["predicted_at_measured"] if p["predicted_at_measured"] is not None else float("nan")]
+                      for p in line]
             fig.add_trace(go.Scatter(
                 x=gammas, y=[p["predicted_speedup"] for p in line], mode="lines", name=f"α = {a:g}: Thm 3.8",
                 legendgroup=f"a{a}", showlegend=False, line={"color": colour, "dash": "dot", "width": 1.5},
@@ -41,8 +48,18 @@ def theory_lab_figure(report: dict) -> go.Figure:
                 name=f"α = {a:g}", legendgroup=f"a{a}", showlegend=first, line={"color": colour, "width": 2},
                 hovertemplate=f"α = {a:g}, c = {c:g}, γ = %{{x}}<br>Thm 3.8 priced by T(γ+1)/T(1): ×%{{y:.2f}}"
                               "<extra></extra>"), row=1, col=col)
+            withheld = [p for p in line if p.get("doubt")]
+            if withheld:
+                fig.add_trace(go.Scatter(
+                    x=[p["gamma"] for p in withheld], y=[0] * len(withheld), mode="markers",
+                    name=f"α = {a:g}: withheld", legendgroup=f"a{a}", showlegend=False,
+                    marker={"color": colour, "size": 9, "symbol": "x-thin-open", "line": {"color": colour, "width": 2}},
+                    customdata=[["<br>".join(textwrap.wrap(p["doubt"], 60))] for p in withheld],
+                    hovertemplate=f"α = {a:g}, c = {c:g}, γ = %{{x}}<br>measured speed-up withheld: "
+                                  "%{customdata[0]}<extra></extra>"), row=1, col=col)
             fig.add_trace(go.Scatter(
-                x=gammas, y=[p["speedup_vs_ar"] for p in line], mode="markers", name=f"α = {a:g}: measured",
+                x=gammas, y=[None if p.get("doubt") else p["speedup_vs_ar"] for p in line], mode="markers",
+                name=f"α = {a:g}: measured",
                 legendgroup=f"a{a}", showlegend=False, marker={"color": colour, "size": 9, "line": {"color": "white",
                                                                                                   "width": 1}},
                 customdata=custom,
@@ -70,5 +87,9 @@ def theory_lab_figure(report: dict) -> go.Figure:
     fig.update_yaxes(title_text="tokens per round", row=2, col=1, rangemode="tozero")
     fig.update_yaxes(rangemode="tozero")
     # legend entries: one per α (solid: priced theory); the line styles explained in the title
-    return base_layout(fig, "Theory lab: dots measured · solid Thm 3.8 priced by T(γ+1)/T(1) · dotted Thm 3.8 "
-                            "as written · lower row eq. 1", height=620)
+    withheld = sum(bool(p.get("doubt")) for p in points)
+    said = f" · {withheld} withheld (× at 0; the table says why)" if withheld else ""
+    priced = ("solid Thm 3.8 priced by T(γ+1)/T(1)" if not report["meta"].get("verify_cost_doubt") else
+              "no priced line: this machine's T(n) came out impossible (the table says why)")
+    return base_layout(fig, f"Theory lab: dots measured · {priced} · dotted Thm 3.8 as written · lower row "
+                            f"eq. 1{said}", height=620)
