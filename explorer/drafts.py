@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from .engine.drafters import Drafter, ForwardDrafter, PromptLookupDrafter
+from .engine.drafters import ChatFrame, Drafter, ForwardDrafter, PromptLookupDrafter
 from .engine.forward import full_forward
 from .errors import ExplorerError
 from .limits import clip
@@ -134,7 +134,16 @@ def _model(spec, argument, target, load_model):
 
 
 def _prompt_lookup(spec, argument, target, load_model):
-    return PromptLookupDrafter(positive_int(argument, spec, "prompt-lookup:n (n = the n-gram size)"))
+    return PromptLookupDrafter(positive_int(argument, spec, "prompt-lookup:n (n = the n-gram size)"),
+                               chat_frame(target))
+
+
+def chat_frame(target) -> ChatFrame | None:
+    """The target's chat template around a message (``ChatFrame``), which a draft copying from the context leaves
+    alone; None for a model without a tokenizer or a template."""
+    if getattr(target, "tokenizer", None) is None:
+        return None
+    return ChatFrame.of(lambda text: target.encode(text, chat=True))
 
 
 register_kind(DraftKind("model", "model:<name>", _model, examples=("model:default",), distributions=True,

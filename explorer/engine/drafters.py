@@ -124,20 +124,85 @@ class ForwardDrafter(Drafter):
         self.runner.truncate(common_prefix(self.runner.ids, context))
 
 
+@dataclass(frozen=True)
+class ChatFrame:
+    """The chat template's own tokens around a user's message: ``before`` it (the system turn, the user's header)
+    and ``after`` it (the end of the turn, the assistant's header). A draft that copies from the context must not
+    copy these: round 1 of the page's default example drafted ``<|im_start|>ass istant ↵`` — the template's
+    assistant header, copied from the prompt — which the target refuses (#48)."""
+
+    before: tuple[int, ...]
+    after: tuple[int, ...]
+
+    @classmethod
+    def of(cls, encode_chat) -> "ChatFrame | None":
+        """From ``encode_chat`` (a message's text → the prompt ids the model is given): the tokens two different
+        messages share at the start and at the end. None where messages are not wrapped in a template."""
+        first, second = list(encode_chat("A")), list(encode_chat("B"))
+        start = 0
+        while start < min(len(first), len(second)) and first[start] == second[start]:
+            start += 1
+        end = 0
+        while end < min(len(first), len(second)) - start and first[-1 - end] == second[-1 - end]:
+            end += 1
+        frame = cls(tuple(first[:start]), tuple(first[len(first) - end:]))
+        return frame if frame.before or frame.after else None
+
+    def spans(self, context: list[int]) -> list[tuple[int, int]]:
+        """The template's own positions in ``context`` as [start, end) spans: its opening, where the context opens
+        with it, and the first closing after it (the prompt's end); none where the context does not open with it."""
+        n = len(self.before)
+        if tuple(context[:n]) != self.before:
+            return []
+        spans = [(0, n)] if n else []
+        m = len(self.after)
+        for at in range(n, len(context) - m + 1) if m else ():
+            if tuple(context[at:at + m]) == self.after:
+                spans.append((at, at + m))
+                break
+        return spans
+
+
+def template_free(spans: list[tuple[int, int]], start: int, stop: int) -> int:
+    """How far from ``start`` (up to ``stop``) the context runs before a template span: the copyable length there
+    (0 when ``start`` itself is the template's)."""
+    for a, b in spans:
+        if a <= start < b:
+            return 0
+        if start < a < stop:
+            stop = a
+    return max(0, stop - start)
+
+
 class PromptLookupDrafter(Drafter):
     """Copy the continuation of the most recent earlier match of the context's last n-gram (trying n,
-    then shorter n-grams down to 1, as Hugging Face's prompt lookup does). No model, no forward."""
+    then shorter n-grams down to 1, as Hugging Face's prompt lookup does). No model, no forward. With the chat
+    template's ``frame``, a continuation never runs into the template's own tokens: a match whose continuation
+    starts there is passed over for an earlier one, and one that runs into it is cut before it."""
 
-    def __init__(self, n: int):
+    def __init__(self, n: int, frame: ChatFrame | None = None):
         self.n = n
         self.spec = self.about = f"prompt-lookup:{n}"
+        self.frame = frame
+        self._spans: list[tuple[int, int]] | None = None  # the template's spans in the prompt, once found
 
     def propose(self, context, k, cfg, rng, stop) -> Proposal:
         match = self._match(context)
         if match is None:
             return NO_PROPOSAL
         _, follow_at = match
-        return Proposal(_until_stopped(context[follow_at: follow_at + k], stop))
+        length = template_free(self._template(context), follow_at, follow_at + k)
+        return Proposal(_until_stopped(context[follow_at: follow_at + length], stop))
+
+    def _template(self, context: list[int]) -> list[tuple[int, int]]:
+        """The template's spans in the context (found once: they lie in the prompt, which every later context
+        starts with)."""
+        if self.frame is None:
+            return []
+        pieces = (self.frame.before, self.frame.after)
+        if self._spans is None or any(tuple(context[a:b]) not in pieces for a, b in self._spans):
+            self._spans = self.frame.spans(context)  # a context that is not the prompt's continuation: look again
+        return self._spans
 
     def evidence(self, context: list[int]) -> str | None:
         """The matched n-gram's size: on the shipped prompts a 1-gram match's draft gains 0.42 accepted
@@ -146,13 +211,15 @@ class PromptLookupDrafter(Drafter):
         return None if match is None else f"{match[0]}-gram match"
 
     def _match(self, context: list[int]) -> tuple[int, int] | None:
-        """(n-gram size, where its continuation starts) of the longest recent match, or None."""
+        """(n-gram size, where its continuation starts) of the longest recent match, or None; a continuation
+        that would start inside the chat template is no match."""
         length = len(context)
+        spans = self._template(context)
         for size in range(min(self.n, length - 1), 0, -1):
             tail = context[length - size:]
             # the most recent earlier occurrence that has at least one token after it
             for start in range(length - size - 1, -1, -1):
-                if context[start:start + size] == tail:
+                if context[start:start + size] == tail and template_free(spans, start + size, length):
                     return size, start + size
         return None
 

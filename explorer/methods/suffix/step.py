@@ -20,6 +20,7 @@ from ...engine.rounds import Round
 from ...engine.sampling import SamplingConfig
 from ...engine.tree import TokenTree, accept_tree, priced_size, tree_round_record, verify_tree
 from ...trace import Timing
+from ...drafts import chat_frame
 from .corpus import HISTORY, MAX_MATCH, Speculation, answer_index, scan_match, speculate
 
 
@@ -34,6 +35,12 @@ class SuffixStep:
         self.sep = target.vocab_size  # no token has this id: the corpora's separator
         self.session, self.fingerprint = session, fingerprint
         self.prompt_len = len(prompt_ids)
+        # the request corpus is the prompt and the answer so far, with the chat template's own tokens hidden behind
+        # the separator: what follows a match there is the user's text or the answer, never the template (#48)
+        self.request_prompt = list(prompt_ids)
+        frame = chat_frame(target)
+        for a, b in frame.spans(list(prompt_ids)) if frame is not None else ():
+            self.request_prompt[a:b] = [self.sep] * (b - a)
         self.index = answer_index(fingerprint, target.vocab_size) if options.corpus in ("all", "answers") else None
         self.history = HISTORY.corpus(fingerprint, session, self.sep) if options.corpus in ("all", "history") else None
         self.cache = new_cache()
@@ -51,7 +58,8 @@ class SuffixStep:
         if self.history is not None and len(self.history):
             matches.append(scan_match(self.history, context, "history", MAX_MATCH, exclude_end=False))
         if o.corpus in ("all", "request"):
-            matches.append(scan_match(context, context, "request", MAX_MATCH))
+            request = self.request_prompt + list(context[self.prompt_len:])
+            matches.append(scan_match(request, context, "request", MAX_MATCH))
         best = Speculation(None)
         for match in matches:
             if match is None:
