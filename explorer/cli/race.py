@@ -33,6 +33,7 @@ def handle(args) -> int:
     import statistics
 
     from .. import bench, race
+    from ..reports import row_doubt
 
     if (args.prompt is None) == (not args.shipped):
         raise ExplorerError("give exactly one of --prompt TEXT or --shipped")
@@ -53,14 +54,19 @@ def handle(args) -> int:
                                                       max_new_tokens=args.max_new_tokens, dtype=args.dtype)))
         cells = []
         for row in report["rows"][1:]:
-            ratios.setdefault(row["system"], []).append(row["speedup_vs_ar"])
             same = {True: ", identical", False: ", differs", None: ""}[row["identical_to_ar"]]
             if row.get("agreement_with_ar") is not None:
                 same += f" ({row['agreement_with_ar']:.0%} of plain decoding's tokens kept)"
+            doubt = row_doubt(row, report["rows"][0])  # the rule of every ratio of times (explorer.ratios)
+            if doubt is not None:
+                cells.append(f"{row['system']} × withheld ({doubt}){same}")
+                continue
+            ratios.setdefault(row["system"], []).append(row["speedup_vs_ar"])
             cells.append(f"{row['system']} ×{row['speedup_vs_ar']:.2f}{same}")
         print(f"{name}: ar {report['rows'][0]['tokens_per_s']:.1f} tok/s · " + " · ".join(cells), flush=True)
     if len(prompts) > 1:
-        print("median × plain decoding: " + " · ".join(f"{k} ×{statistics.median(v):.2f}" for k, v in ratios.items()))
+        print("median × plain decoding (of the races whose ratio stands): "
+              + " · ".join(f"{k} ×{statistics.median(v):.2f}" for k, v in ratios.items()))
     if args.out:
         write_report(report, args.out)
     return 0

@@ -101,27 +101,28 @@ def speed_explanation(trace, baseline=None, others=()) -> str:
                 "against this run on the same prompt and settings.")
     if not writer(trace).checked:
         return _copy_alone(trace, baseline)
-    head = f"**Why this speed.** {drivers(trace)}"
+    head = "**Why this speed.**"
+    decided = drivers(trace)
     versus = against_others(trace, others)
     cost = round_cost(trace, baseline)
     if cost is None:
         if s.stop_reason == "stopped":
-            return _join(head, "This run was stopped, so there is no plain-decoding run to weigh it against (a run "
-                               "that ends gets one, on the same prompt and settings, right after it).", versus)
-        return _join(head, "The comparison with plain decoding appears once plain decoding has run on the same "
-                           "prompt and settings, at the machine's current pace (right after a run that ends).", versus)
+            return _join(f"{head} This run was stopped, so there is no plain-decoding run to weigh it against (a run "
+                         "that ends gets one, on the same prompt and settings, right after it).", decided, versus)
+        return _join(f"{head} The comparison with plain decoding appears once plain decoding has run on the same "
+                     "prompt and settings, at the machine's current pace (right after a run that ends).", decided, versus)
     doubt = speedup_doubt(trace, baseline)
     if doubt is not None:
-        return _join(head, doubt.words, _own_clocks(trace), versus)
+        return _join(f"{head} {doubt.words}", decided, _own_clocks(trace), versus)
     measured = measured_speedup(trace, baseline)
     lines = [
-        head,
-        f"A plain decoding step took {1000 * baseline.summary.wall_s / baseline.summary.new_tokens:.1f} ms "
+        f"{head} A plain decoding step took {1000 * baseline.summary.wall_s / baseline.summary.new_tokens:.1f} ms "
         f"here. An average round of this run cost **{cost.cost:.2f} plain steps** — drafting {cost.drafting:.2f}, "
         f"verifying {cost.verifying:.2f}, bookkeeping outside the models {cost.bookkeeping:.2f} — and yielded "
         f"**{cost.tokens:.2f} tokens**: {cost.tokens:.2f} / {cost.cost:.2f} = **×{cost.speedup:.2f}** plain decoding"
         + (f" (measured ×{measured:.2f})." if measured is not None and abs(measured - cost.speedup) > 0.005 else "."),
         _verdict(cost),
+        decided,
     ]
     if cost.verify_ratio is not None and cost.verify_tokens is not None:
         # k is a mean over rounds: "T(1)/T(1) = 1.65" (1.4 rounded) read as a contradiction
