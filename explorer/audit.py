@@ -117,18 +117,19 @@ class SamplingAudit:
     likeliest: float | None = None
     runs_for_power: int | None = None
     temperature_for_power: float | None = None
-    # Priced in time (issue 51): the seconds a run took here (from the second run on: the first loads what the
-    # method builds), and where the runs asked for would have taken longer than the bound, how many were asked
+    # Priced in time (issue 51): the seconds a run took here (the median from the second run on: the first loads
+    # what the method builds); where the runs asked for would have taken longer than the bound, how many were asked
+    # and the pace they were priced at (an earlier audit's, or this one's second run)
     seconds_per_run: float | None = None
     asked: int | None = None
+    priced_at: float | None = None
 
     def cut_words(self, bound_s: float) -> str | None:
         """Why fewer runs than asked were made, in one line (None when all were)."""
-        if self.asked is None or self.seconds_per_run is None:
+        if self.asked is None or self.priced_at is None:
             return None
-        return (f"cut to {self.runs:,} runs: {self.asked:,} would take about "
-                f"{duration(self.asked * self.seconds_per_run)} here ({self.seconds_per_run:.2g} s a run, measured), "
-                f"and a job may take at most {duration(bound_s)}")
+        return (f"cut to {self.runs:,} runs: {self.asked:,} would take about {duration(self.asked * self.priced_at)} "
+                f"here ({self.priced_at:.2g} s a run, measured), and a job may take at most {duration(bound_s)}")
 
     @property
     def powerless(self) -> bool:
@@ -189,7 +190,7 @@ def sampling_audit(model, prompt: str | None = None, *, prompt_ids: list[int] | 
     counts: dict[int, int] = {}
     paths: dict[str, int] = {}
     ids = prompt_ids
-    asked, measured = runs, []
+    asked, measured, priced_at = runs, [], seconds_per_run
     if max_seconds is not None and seconds_per_run:
         runs = _affordable(runs, seconds_per_run, max_seconds)
     k = 0
@@ -206,7 +207,8 @@ def sampling_audit(model, prompt: str | None = None, *, prompt_ids: list[int] | 
             raise ExplorerError(f"{runs} runs of a {len(ids)}-token prompt would read {runs * len(ids):,} prompt tokens; at "
                                 f"most {MAX_AUDIT_TOKENS:,}: fewer runs or a shorter prompt")
         if k == 1 and max_seconds is not None and not seconds_per_run:  # priced at the second run's time
-            runs = _affordable(runs, measured[0], max_seconds)
+            priced_at = measured[0]
+            runs = _affordable(runs, priced_at, max_seconds)
         first = trace.output_ids[0]
         counts[first] = counts.get(first, 0) + 1
         kind = trace.rounds[0].emitted_kind[0]
@@ -232,7 +234,8 @@ def sampling_audit(model, prompt: str | None = None, *, prompt_ids: list[int] | 
     return SamplingAudit(runs=runs, temperature=float(temperature), chi2=chi2, dof=dof, p_value=p_value, bins=bins,
                          impossible=impossible, paths=paths, lossy=trace.settings.lossy,
                          token_text=target.token_texts([t for t, _, _ in bins if t is not None]), likeliest=likeliest,
-                         seconds_per_run=pace, asked=asked if runs < asked else None, **power)
+                         seconds_per_run=pace, asked=asked if runs < asked else None,
+                         priced_at=priced_at if runs < asked else None, **power)
 
 
 def _affordable(runs: int, seconds_per_run: float, max_seconds: float) -> int:

@@ -360,7 +360,8 @@ def summary(report: dict) -> str:
                                       "client's own)"))
     t = report["two_tab_audit"]
     lines.append(f"  two tabs' {t['runs_asked']}-run quantized audits: {t['one_token_decodes']} one-token decodes from "
-                 f"another client, the slowest {t['slowest_s']} s (within {t['within_s']:g} s: {t['all_within']}); "
+                 f"another client, the slowest {t['slowest_s']} s (None: one unanswered; within {t['within_s']:g} s: "
+                 f"{t['all_within']}); "
                  f"idle {t['idle_after_close_s']} s after the tabs closed")
     lines.append("  warm server, then after each pass of cancels and uploads: RSS "
                  + " → ".join(f"{x} MB" for x in report["rss_mb_after_each_pass"])
