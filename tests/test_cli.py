@@ -5,6 +5,7 @@ as real subprocesses, for what only a new process shows: ``python -m explorer`` 
 refusal's one line on stderr with exit status 2 from a cold start."""
 
 import json
+import re
 import subprocess
 import sys
 
@@ -32,9 +33,13 @@ def test_vs_ar_prints_the_speedup_the_match_and_why():
     assert out.returncode == 0, out.stderr
     assert "vs plain decoding (ar):" in out.stdout and "identical output" in out.stdout
     assert "**" not in out.stdout
-    # the ledger, or (the machine's pace changed between the two runs: #42) why there is no ratio to explain
-    assert "Why this speed. A plain decoding step took" in out.stdout or (
-        "→ unreliable: the machine was busy" in out.stdout and "Why this speed. The machine was busy" in out.stdout)
+    # the ratio, said to be one run each (#48: "×3.72 with no warning"), or why it is not shown (the machine's pace
+    # changed between the two runs, #42; or the ratio is impossible for its tokens per target pass)
+    line = next(line for line in out.stdout.splitlines() if line.startswith("vs plain decoding (ar):"))
+    assert re.search(r"→ ×\d+\.\d\d \(one run each, one after the other", line) or (
+        "→ unreliable: the machine was busy" in line and "The machine was busy" in out.stdout) or (
+        "→ unreliable: faster than this run can be" in line and "The two runs were not timed alike" in out.stdout)
+    assert "Why this speed." in out.stdout
 
 
 def test_out_dash_prints_the_trace_json_and_out_file_writes_it(tmp_path):
