@@ -234,3 +234,38 @@ def test_the_pages_audit_text_promises_nothing_it_has_not_measured():
     words = " ".join(str(b.value) for b in demo.blocks.values() if isinstance(b, gr.Markdown))
     assert "0.15 s" not in words and "priced from the pace measured here" in words
     assert "cut to the runs that fit in 3 min" in words and "waits in line with its place shown" in words
+
+
+# -- the race: a generator job, waiting its turn, priced as it goes, stopped at the bound ---------------------------------
+
+
+def test_a_generator_long_job_waits_its_turn_and_is_stopped_at_the_bound(monkeypatch):
+    """``long_gated`` (the race's wrapper): a visitor's second race waits for the first; a race past the bound is
+    asked to stop (its own Stop: it ends its loop and shows what it ran) and the visitor is told why."""
+    monkeypatch.setattr(long_jobs, "MAX_JOB_SECONDS", 0.5)
+    told, stops = [], []
+    monkeypatch.setattr("gradio.Info", lambda line, *a, **k: told.append(line))
+
+    def race(values: dict, request):  # the handler's shape: a page's values and its request
+        for done in range(1, 1000):
+            if request.session_hash in stops:  # what RACE_STOPS.pending does in the race's loop
+                yield "stopped"
+                return
+            time.sleep(0.02)
+            long_jobs.progress(request.session_hash, done, 40)
+            yield done
+
+    wrapped = long_jobs.long_gated(race, "the race", stops.append)
+    first = request("192.0.2.50", "tab-1")
+    steps = wrapped({}, first)
+    next(steps)  # under way
+    second = []
+    waiter = in_thread(lambda: second.extend(wrapped({}, request("192.0.2.50", "tab-2"))))
+    time.sleep(0.3)
+    assert not second and any(line.startswith("Waiting: your other long job runs first") for line in told)
+    rest = list(steps)
+    assert rest[-1] == "stopped" and stops[0] == "tab-1"
+    assert any("the race would take about" in line and "it stops at" in line for line in told)
+    assert any(line.startswith("the race reached the 0 s a job may take") for line in told)
+    waiter.join(10)
+    assert second and second[-1] == "stopped"  # then the second tab's ran, and was stopped at its bound too

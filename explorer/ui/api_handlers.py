@@ -13,7 +13,7 @@ from explorer import methods
 from explorer.drafts import draft_forms
 from explorer.engine.controllers import DEFAULT_GAMMA
 from explorer.errors import one_line
-from explorer.limits import MAX_GAMMA, MAX_NEW_TOKENS
+from explorer.limits import MAX_GAMMA, MAX_NEW_TOKENS, MAX_TEMPERATURE, MIN_TEMPERATURE
 
 from . import zerogpu
 from .inputs import decode_options
@@ -72,7 +72,7 @@ def api_doc() -> str:
             method: {", ".join(every)}.
             draft: the drafter: {draft_forms()}; {", ".join(draftless)} ignore it.
             gamma: tokens drafted per round, 1 to {MAX_GAMMA}.
-            temperature: 0 for greedy decoding, else the sampling temperature (at most 100).
+            temperature: 0 for greedy decoding, else the sampling temperature, {MIN_TEMPERATURE:g} to {MAX_TEMPERATURE:g}.
             max_new_tokens: how many tokens to generate, 1 to {MAX_NEW_TOKENS}.
             seed: the random seed, 0 to 2^63 - 1.
             model: default (SmolLM2-135M-Instruct, offline) or hf:ORG/NAME.

@@ -151,9 +151,14 @@ def gated(handler, long: bool = False):
     return run
 
 
+def request_of(args, kwargs):
+    """The request among a handler's arguments (Gradio injects it where the handler names a ``gr.Request``)."""
+    return next((a for a in (*args, *kwargs.values()) if hasattr(a, "session_hash")), None)
+
+
 def visitor_of(args, kwargs) -> str | None:
-    """The visitor of a handler's call (``session.visitor_id`` of the request among its arguments), or None."""
-    request = next((a for a in (*args, *kwargs.values()) if hasattr(a, "session_hash")), None)
+    """The visitor of a handler's call (``session.visitor_id`` of its request), or None without one."""
+    request = request_of(args, kwargs)
     return visitor_id(request) if request is not None else None
 
 

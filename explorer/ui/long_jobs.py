@@ -34,7 +34,7 @@ from explorer.errors import ExplorerError
 from explorer.limits import MAX_JOB_SECONDS
 from explorer.words import duration
 
-from .jobs import DECODE_CONCURRENCY, WORK, gated, stopped
+from .jobs import DECODE_CONCURRENCY, WORK, gated, request_of, stopped
 from .session import session_id, visitor_id
 
 MAX_UNDER_WAY = max(1, DECODE_CONCURRENCY)  # long jobs under way at once; they take turns on WORK's long slots
@@ -194,8 +194,8 @@ class LongJob:
         LINE.wait_turn(self.ticket, self.tell, lambda: stopped(self.session))
         self._stack = contextlib.ExitStack()
         try:
-            self._stack.enter_context(loads_by(self.ticket.visitor))  # the models it loads are its visitor's
-            if self.hold_slot:
+            if self.hold_slot:  # a job run in one thread (a generator's steps are gated one by one: jobs.gated)
+                self._stack.enter_context(loads_by(self.ticket.visitor))  # the models it loads are its visitor's
                 self.held = self._stack.enter_context(WORK.slot(long=True))
         except BaseException:
             self._stack.close()
@@ -284,8 +284,7 @@ def long_gated(handler, what: str, stop: Callable[[str], object], unit: str = "t
 
     @functools.wraps(handler)
     def run(*args, **kwargs):
-        request = next((a for a in (*args, *kwargs.values()) if hasattr(a, "session_hash")), None)  # as gated's
-        job = LongJob(request, what, what, 1, unit, tell=lambda line: gr.Info(line), over="tell",
+        job = LongJob(request_of(args, kwargs), what, what, 1, unit, tell=lambda line: gr.Info(line), over="tell",
                       hold_slot=False, hint=f"it stops at {duration(MAX_JOB_SECONDS)} and shows what it ran")
         with job:
             _UNDER_WAY[job.session] = job
