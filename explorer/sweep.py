@@ -45,19 +45,21 @@ def bild_sweep(model: str = "default", draft: str = "early-exit:4", fallbacks=DE
     references, ar_seconds = [], 0.0
     for text in texts:
         start = time.perf_counter()
-        references.append(decode(target, text, method="ar", max_new_tokens=max_new_tokens))
+        references.append(paced(target, text, method="ar", max_new_tokens=max_new_tokens))
         ar_seconds += time.perf_counter() - start
     ar_rate = sum(len(r.output_ids) for r in references) / ar_seconds
+    ar_pace = [x for r in references for x in r.pace_ms]
     grid = [(fb, rb) for rb in rollbacks for fb in fallbacks]
     points = []
     for n, (fb, rb) in enumerate(grid, 1):
-        scores, forwards, tokens, seconds = [], 0, 0, 0.0
+        scores, forwards, tokens, seconds, pace = [], 0, 0, 0.0, []
         for text, ref in zip(texts, references):
             check_stop(should_stop, n - 1, len(grid))
             start = time.perf_counter()
-            trace = decode(target, text, method="bild", draft=draft, fallback_threshold=fb, rollback_threshold=rb,
-                           max_small_steps=max_small_steps, max_new_tokens=max_new_tokens)
+            trace = paced(target, text, method="bild", draft=draft, fallback_threshold=fb, rollback_threshold=rb,
+                          max_small_steps=max_small_steps, max_new_tokens=max_new_tokens)
             seconds += time.perf_counter() - start
+            pace += trace.pace_ms
             scores.append(compare(list(trace.output_ids), list(ref.output_ids)))
             forwards += trace.summary.target_forwards
             tokens += trace.summary.new_tokens
@@ -67,15 +69,39 @@ def bild_sweep(model: str = "default", draft: str = "early-exit:4", fallbacks=DE
             "rouge_l": statistics.mean(s["rouge_l"] for s in scores),
             "large_forwards_per_token": forwards / tokens, "tokens_per_s": tokens / seconds,
             "speedup_vs_ar": tokens / seconds / ar_rate, "wall_s": seconds,
+            "doubt": pace_words(pace, ar_pace, "this point's runs", "plain decoding"),  # lossy: no bound but the pace
         }
         points.append(point)
         progress(n, len(grid), f"[{n}/{len(grid)}] α_FB={fb} α_RB={rb}: agreement {point['agreement']:.2f}, "
-                 f"{point['large_forwards_per_token']:.2f} large forwards/token, {point['speedup_vs_ar']:.2f}× ar")
+                 f"{point['large_forwards_per_token']:.2f} large forwards/token, {times_ar(point)}")
     for p in points:
         p["pareto"] = not any(_dominates(o, p) for o in points)
     return {"points": points, "meta": {"model": model, "draft": draft, "prompts": len(texts),
                                        "max_new_tokens": max_new_tokens, "max_small_steps": max_small_steps,
                                        "ar_tokens_per_s": ar_rate}}
+
+
+def paced(target, text, **keywords):
+    """One decode whose trace records the machine's pace (``explorer.pace``), for a speed-up against another."""
+    return stream(target, text, **keywords).watch_pace().run()
+
+
+def times_ar(point: dict) -> str:
+    """A point's speed-up over ``ar`` for a progress line: the figure, or that it is withheld (``doubt``)."""
+    return "× ar withheld (see the table)" if point.get("doubt") else f"{point['speedup_vs_ar']:.2f}× ar"
+
+
+def ratio_cells(points, label: Callable[[dict], str]) -> tuple[list[str], list[str]]:
+    """Each point's "× ar" cell (the figure, or "withheld (k)") and the numbered notes saying why (``doubt``), each
+    note naming its point (``label``)."""
+    cells, notes = [], []
+    for p in points:
+        if p.get("doubt"):
+            notes.append(f"{len(notes) + 1}. {label(p)}: {p['doubt']}.")
+            cells.append(f"withheld ({len(notes)})")
+        else:
+            cells.append(f"{p['speedup_vs_ar']:.2f}")
+    return cells, (["", "Withheld, not printed as facts (a fair figure needs a quiet machine):", "", *notes] if notes else [])
 
 
 def _dominates(a: dict, b: dict) -> bool:
@@ -87,11 +113,14 @@ def _dominates(a: dict, b: dict) -> bool:
 def markdown(report: dict) -> str:
     lines = ["| α_FB | α_RB | agreement with large | ROUGE-L | large forwards / token | tok/s | × ar | Pareto |",
              "|" + "---|" * 8]
-    for p in report["points"]:
+    cells, notes = ratio_cells(report["points"], lambda p: f"α_FB = {p['fallback_threshold']:g}, α_RB = "
+                               + ("∞" if p["rollback_threshold"] is None else f"{p['rollback_threshold']:g}"))
+    for p, cell in zip(report["points"], cells):
         rb = "∞" if p["rollback_threshold"] is None else f"{p['rollback_threshold']:g}"
         lines.append(f"| {p['fallback_threshold']:g} | {rb} | {p['agreement']:.2f} | {p['rouge_l']:.2f} "
-                     f"| {p['large_forwards_per_token']:.2f} | {p['tokens_per_s']:.1f} | {p['speedup_vs_ar']:.2f} "
+                     f"| {p['large_forwards_per_token']:.2f} | {p['tokens_per_s']:.1f} | {cell} "
                      f"| {'★' if p['pareto'] else ''} |")
+    lines += notes
     m = report["meta"]
     lines.append(f"\n{m['model']} with the small model {m['draft']}, {m['prompts']} prompts, {m['max_new_tokens']} "
                  f"new tokens, small turns capped at {m['max_small_steps']}; ar: {m['ar_tokens_per_s']:.1f} tok/s.")
@@ -116,10 +145,10 @@ def lenience_sweep(model: str = "default", draft: str = "early-exit:4", lenience
     references, ar_seconds = [], 0.0
     for text in texts:
         start = time.perf_counter()
-        references.append(decode(target, text, method="ar", max_new_tokens=max_new_tokens,
-                                 temperature=temperature))
+        references.append(paced(target, text, method="ar", max_new_tokens=max_new_tokens, temperature=temperature))
         ar_seconds += time.perf_counter() - start
     ar_rate = sum(len(r.output_ids) for r in references) / ar_seconds
+    ar_pace = [x for r in references for x in r.pace_ms]
     exact = references if temperature == 0 else [
         decode(target, text, method="lenient", draft=draft, lenience=1.0, max_new_tokens=max_new_tokens,
                temperature=temperature) for text in texts]
@@ -128,8 +157,8 @@ def lenience_sweep(model: str = "default", draft: str = "early-exit:4", lenience
         traces, seconds = [], 0.0
         for text in texts:
             start = time.perf_counter()
-            traces.append(decode(target, text, method="lenient", draft=draft, lenience=lenience,
-                                 max_new_tokens=max_new_tokens, temperature=temperature))
+            traces.append(paced(target, text, method="lenient", draft=draft, lenience=lenience,
+                                max_new_tokens=max_new_tokens, temperature=temperature))
             seconds += time.perf_counter() - start
         tokens = sum(t.summary.new_tokens for t in traces)
         accepted = sum(t.summary.accepted for t in traces)
@@ -147,9 +176,13 @@ def lenience_sweep(model: str = "default", draft: str = "early-exit:4", lenience
                                                           for d, (_, e) in zip(diverged, pairs)]),
             "tokens_per_s": tokens / seconds, "speedup_vs_ar": tokens / seconds / ar_rate, "wall_s": seconds,
         }
+        point["doubt"] = (pace_words([x for t in traces for x in t.pace_ms], ar_pace, "this point's runs",
+                                     "plain decoding")
+                          or impossible_speedup(point["speedup_vs_ar"], point["tokens_per_target_forward"],
+                                                lossy=lenience < 1))
         points.append(point)
         progress(n, len(leniences), f"[{n}/{len(leniences)}] l={lenience:g}: α̂ {point['alpha_hat'] or 0:.2f}, "
-                 f"agreement {point['agreement']:.2f}, {point['speedup_vs_ar']:.2f}× ar")
+                 f"agreement {point['agreement']:.2f}, {times_ar(point)}")
     return {"points": points, "meta": {"model": model, "draft": draft, "prompts": len(texts),
                                        "max_new_tokens": max_new_tokens, "temperature": temperature,
                                        "ar_tokens_per_s": ar_rate}}
@@ -158,10 +191,12 @@ def lenience_sweep(model: str = "default", draft: str = "early-exit:4", lenience
 def lenience_markdown(report: dict) -> str:
     lines = ["| l | α̂ | tokens / target forward | accepts due to lenience | agreement with exact | identical runs "
              "| first difference (median token) | tok/s | × ar |", "|" + "---|" * 9]
-    for p in report["points"]:
+    cells, notes = ratio_cells(report["points"], lambda p: f"l = {p['lenience']:g}")
+    for p, cell in zip(report["points"], cells):
         lines.append(f"| {p['lenience']:g} | {p['alpha_hat'] or 0:.2f} | {p['tokens_per_target_forward']:.2f} "
                      f"| {p['lenient_share']:.0%} | {p['agreement']:.2f} | {p['identical']} "
-                     f"| {p['first_divergence_median']:g} | {p['tokens_per_s']:.1f} | {p['speedup_vs_ar']:.2f} |")
+                     f"| {p['first_divergence_median']:g} | {p['tokens_per_s']:.1f} | {cell} |")
+    lines += notes
     m = report["meta"]
     lines.append(f"\n{m['model']} with {m['draft']}, {m['prompts']} prompts, {m['max_new_tokens']} new tokens, "
                  f"temperature {m['temperature']:g}; ar: {m['ar_tokens_per_s']:.1f} tok/s. A run that never differs "
@@ -237,11 +272,8 @@ def theory_sweep(model: str = "default", alphas=DEFAULT_LAB_ALPHAS, gammas=DEFAU
     curve_doubt = curve_doubts(medians, FLOOR_NOISE) | curve_doubts(curve)
     curve_said = curve_words(curve_doubt, [t / medians[0] for t in medians]) if curve_doubt else None
 
-    def paced(text, **keywords):
-        return stream(target, text, max_new_tokens=max_new_tokens, **keywords).watch_pace().run()
-
     decode(target, texts[0], method="ar", max_new_tokens=8)  # warm-up: first calls allocate
-    references = [paced(text, method="ar") for text in texts]
+    references = [paced(target, text, method="ar", max_new_tokens=max_new_tokens) for text in texts]
     ar_rate = sum(r.summary.new_tokens for r in references) / sum(r.summary.wall_s for r in references)
     ar_pace = [s for r in references for s in r.pace_ms]
     grid = [(c, a, g) for c in costs for a in alphas for g in gammas]
@@ -250,8 +282,8 @@ def theory_sweep(model: str = "default", alphas=DEFAULT_LAB_ALPHAS, gammas=DEFAU
         traces = []
         for text in texts:
             check_stop(should_stop, n - 1, len(grid))
-            traces.append(paced(text, method="synthetic", synthetic_alpha=a, synthetic_cost=c, gamma=g,
-                                controller="fixed"))
+            traces.append(paced(target, text, method="synthetic", synthetic_alpha=a, synthetic_cost=c, gamma=g,
+                                controller="fixed", max_new_tokens=max_new_tokens))
         if any(t.output_ids != r.output_ids for t, r in zip(traces, references)):
             raise AssertionError("the synthetic draft changed the output: verification is not lossless")
         tokens = sum(t.summary.new_tokens for t in traces)
@@ -281,7 +313,7 @@ def theory_sweep(model: str = "default", alphas=DEFAULT_LAB_ALPHAS, gammas=DEFAU
             "tokens_per_s": tokens / seconds, "wall_s": seconds,
         }
         points.append(point)
-        measured = "× ar withheld (see the table)" if doubt else f"{speedup:.2f}× ar"
+        measured = times_ar(point)
         priced_words = "" if curve_doubt else f", priced: {point['predicted_speedup_verify_cost']:.2f}"
         left = f" · {time_left((time.perf_counter() - started) / n * (len(grid) - n))}" if n < len(grid) else ""
         progress(n, len(grid), f"[{n}/{len(grid)}] α={a:g} γ={g} c={c:g}: {point['tokens_per_round']:.2f} tokens/round "
@@ -299,18 +331,15 @@ def theory_markdown(report: dict) -> str:
     def num(x):
         return "–" if x is None else f"{x:.2f}"
 
-    lines, notes = ["| α | γ | c | α̂ | c measured | tokens / round | eq. 1 | eq. 1 at α̂ | × ar | Thm 3.8 "
-                    "| priced by T(γ+1) | priced, at α̂ and measured c |", "|" + "---|" * 12], []
-    for p in report["points"]:
-        if p.get("doubt"):
-            notes.append(f"{len(notes) + 1}. α = {p['alpha']:g}, γ = {p['gamma']}, c = {p['c']:g}: {p['doubt']}.")
-        measured = f"withheld ({len(notes)})" if p.get("doubt") else num(p["speedup_vs_ar"])
+    lines = ["| α | γ | c | α̂ | c measured | tokens / round | eq. 1 | eq. 1 at α̂ | × ar | Thm 3.8 "
+             "| priced by T(γ+1) | priced, at α̂ and measured c |", "|" + "---|" * 12]
+    cells, notes = ratio_cells(report["points"], lambda p: f"α = {p['alpha']:g}, γ = {p['gamma']}, c = {p['c']:g}")
+    for p, measured in zip(report["points"], cells):
         lines.append(f"| {p['alpha']:g} | {p['gamma']} | {p['c']:g} | {p['alpha_hat'] or 0:.2f} | {num(p['c_measured'])} "
                      f"| {p['tokens_per_round']:.2f} | {p['expected_tokens_per_round']:.2f} "
                      f"| {p['expected_tokens_at_alpha_hat']:.2f} | {measured} | {p['predicted_speedup']:.2f} "
                      f"| {num(p['predicted_speedup_verify_cost'])} | {num(p['predicted_at_measured'])} |")
-    if notes:
-        lines.append("\nWithheld, not printed as facts (a fair figure needs a quiet machine):\n\n" + "\n".join(notes))
+    lines += notes
     m = report["meta"]
     if m.get("verify_cost_doubt"):
         cost = f"T(n)/T(1) not shown, nor the theory priced by it: {m['verify_cost_doubt']}"

@@ -75,6 +75,7 @@ def test_sweep_trades_quality_for_cost_in_the_papers_direction(default_model):
         assert point[(fb, 0.5)]["agreement"] >= point[(fb, 20.0)]["agreement"]
     assert point[(0.1, 0.5)]["agreement"] > point[(0.1, 20.0)]["agreement"]
     assert any(p["pareto"] for p in report["points"])
+    assert all(p["doubt"] is None or "the machine was busy" in p["doubt"] for p in report["points"])  # #48
 
 
 def test_quality_measures():

@@ -107,3 +107,6 @@ def test_the_sweep_reports_what_lenience_changes(default_model):
     assert loose["lenient_share"] > 0 and loose["agreement"] < 1 and loose["first_divergence_median"] <= 12
     assert loose["alpha_hat"] >= exact["alpha_hat"]
     assert "| 0.1 |" in sweep.lenience_markdown(report)
+    # every speed-up is a fact or says why not (#48): the pace recorded, exact lenience bound as lossless
+    for point in report["points"]:
+        assert point["doubt"] is None or "busy" in point["doubt"] or "more than a lossless run" in point["doubt"]
