@@ -1,7 +1,7 @@
 """The package's layers, enforced on the source (no model is loaded):
 
-    leaves      errors, gc_pause, limits, machine, pace, ratios, shipped, theory, untrusted, words: import nothing of
-                the project but each other, and no torch, transformers or gradio at import
+    leaves      errors, gc_pause, limits, machine, notices, pace, ratios, shipped, theory, untrusted, words: import
+                nothing of the project but each other, and no torch, transformers or gradio at import
     trace       the data model (a package): the leaves and itself only (so no torch either)
     engine      the decoding algorithms: leaves, the trace and itself only (no methods, API, artifacts, UI or
                 plots), and no method's name in its code
@@ -45,7 +45,8 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "explorer"
-LEAVES = {"errors", "gc_pause", "limits", "machine", "pace", "ratios", "shipped", "theory", "untrusted", "words"}
+LEAVES = {"errors", "gc_pause", "limits", "machine", "notices", "pace", "ratios", "shipped", "theory", "untrusted",
+          "words"}
 UI_AND_PLOTS = {"gradio", "plotly", "explorer.ui", "explorer.viz"}
 
 

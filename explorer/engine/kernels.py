@@ -30,7 +30,6 @@ import datetime
 import json
 import os
 import statistics
-import sys
 import time
 from typing import Callable, Sequence
 
@@ -38,6 +37,7 @@ import torch
 
 from .. import machine
 from ..errors import ExplorerError
+from ..notices import announce
 
 KINDS = ("mkl", "onednn-1", "onednn-8")
 PACKED_ROWS = {"onednn-1": 1, "onednn-8": 8}  # the row count each packed layout is laid out for
@@ -210,5 +210,6 @@ def decide(ms: dict[str, dict[str, float]]) -> tuple[str, ...]:
 
 
 def say(line: str) -> None:
-    """A progress line of the one-time work (stderr: the CLI's output and the page stay clean)."""
-    print(line, file=sys.stderr, flush=True)
+    """A progress line of the one-time work (stderr: the CLI's output and the page stay clean; a page waiting for
+    a run shows it too: ``explorer.notices``)."""
+    announce(line)

@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 
 from ..errors import ModelLoadError
+from ..notices import announce
 from .cache import cache_root
 from .hub import DEFAULT_REPO, first_line, hub_offline, load_hub
 
@@ -117,7 +118,7 @@ def convert_gguf(gguf: Path, out: Path) -> None:
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    print(f"Converting {gguf.name} to float32 once (about 20 s on 2 CPU cores); cached in {out}", flush=True)
+    announce(f"Converting {gguf.name} to float32 once (about 20 s on 2 CPU cores); cached in {out}")
     tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     quantised = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
     config = quantised.config

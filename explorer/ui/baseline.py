@@ -99,6 +99,36 @@ class BaselineCache:
                 self._entries.popitem(last=False)
 
 
+class CompanionCache:
+    """Finished runs that stand beside a run on the page (the 4-bit copy alone beside ``quantized``, and the reverse),
+    by (``baseline_key``, their system name), with the machine's pace when they ran: like plain decoding, a cached
+    one is used only while the machine keeps that pace (``PACE_TOLERANCE``)."""
+
+    def __init__(self, capacity: int = CAPACITY):
+        self.capacity = capacity
+        self._entries: OrderedDict[tuple, Baseline] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def fresh(self, run, system: str, speed_ms: float):
+        """The cached run of ``system`` on ``run``'s prompt and settings, if the machine's pace is about what it was
+        then; else None."""
+        with self._lock:
+            entry = self._entries.get((baseline_key(run), system))
+        if entry is None or entry.speed_ms is None or not 1 / PACE_TOLERANCE <= speed_ms / entry.speed_ms <= PACE_TOLERANCE:
+            return None
+        return entry.trace
+
+    def put(self, system: str, trace, speed_ms: float | None) -> None:
+        if trace.summary.stop_reason == "stopped":
+            return
+        with self._lock:
+            key = (baseline_key(trace), system)
+            self._entries[key] = Baseline(trace, speed_ms, time.time())
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.capacity:
+                self._entries.popitem(last=False)
+
+
 def baseline_stream(trace) -> explorer.Decoding:
     """Start the autoregressive run on the same prompt tokens and settings as ``trace``, recording the machine's
     pace as it decodes (a comparison needs it to know whether the two ran alike)."""
@@ -111,3 +141,4 @@ def baseline_stream(trace) -> explorer.Decoding:
 
 
 BASELINES = BaselineCache()
+COMPANIONS = CompanionCache()

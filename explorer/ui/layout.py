@@ -17,7 +17,7 @@ import gradio as gr
 import explorer
 from explorer import viz
 from explorer.drafts import KINDS, draft_examples
-from explorer.engine.controllers import CONTROLLERS, DEFAULT_CONTROLLER, DEFAULT_GAMMA
+from explorer.engine.controllers import CONTROLLERS
 from explorer.limits import MAX_GAMMA, MAX_NEW_TOKENS
 
 from .audit import audit_section, wire_audit
@@ -41,6 +41,9 @@ from .sections import bild_sweep_section, compare_section, theory_lab_section
 from .views import build_view_slots
 from .whatif import whatif_section
 
+READY = ("Ready: **Run** answers the question above with `quantized`: the target's own weights in 4 bits draft, the "
+         "target checks every token, so the text is exactly its own. Then the same 4-bit copy alone and plain "
+         "decoding run beside it: **what keeping the text costs**. Or pick an example, or write a prompt.")
 # Decodes are CPU/GPU bound: running more at once only slows each one down. Sessions beyond the limit
 # wait in Gradio's queue (and see their place in it); ``jobs`` holds the work itself to the same number.
 MODELS = ["default", "tiny-random"]
@@ -117,7 +120,10 @@ def build_demo() -> gr.Blocks:
                         with gr.Row():
                             run_btn = gr.Button("▶ Run", variant="primary", elem_id="run")
                             stop_btn = gr.Button("■ Stop", variant="stop", elem_id="stop")
-                        status = gr.Markdown("Ready. Pick an example or write a prompt, then Run.", elem_id="status")
+                        status = gr.Markdown(READY, elem_id="status")
+                        # the headline: quantized beside its 4-bit copy alone and plain decoding (filled after a run)
+                        keeping = gr.HTML(viz.keeping_html(None), css_template=viz.KEEPING_CSS, js_on_load=None,
+                                          elem_id="keeping-cost", visible=first.method == "quantized")
                         with gr.Row():
                             model = gr.Dropdown(MODELS, value="default", label="Target model", allow_custom_value=True,
                                                 info="default: SmolLM2-135M-Instruct, or type hf:ORG/NAME", elem_id="model")
@@ -136,7 +142,7 @@ def build_demo() -> gr.Blocks:
                                                 info=" · ".join(kind.form for kind in KINDS.values()), elem_id="draft")
                             # a dropdown, not eight radio buttons: one line until opened; its info is Markdown, where
                             # "*-ts, *-priced" showed as italics: the names are written out
-                            controller = gr.Dropdown(list(CONTROLLERS), value=DEFAULT_CONTROLLER, label="γ controller",
+                            controller = gr.Dropdown(list(CONTROLLERS), value=first.controller, label="γ controller",
                                                      info="how γ changes between rounds: fixed · heuristic (+2 after a "
                                                           "full accept, −1 otherwise) · dynamic-gamma (Theorem 3.8's "
                                                           "best γ at this run's α̂ and c) · cost-aware, beta-ts, cali-ts "
@@ -146,7 +152,7 @@ def build_demo() -> gr.Blocks:
                             # Numbers, not sliders: a slider clamps a typed 100 to its end without a word; a number
                             # reaches the engine, whose limits (explorer/limits.py, the API's and the CLI's too)
                             # answer out-of-range values with one line on the page.
-                            gamma = gr.Number(DEFAULT_GAMMA, label="γ: tokens drafted per round", info=f"1 to {MAX_GAMMA}",
+                            gamma = gr.Number(first.gamma, label="γ: tokens drafted per round", info=f"1 to {MAX_GAMMA}",
                                               elem_id="gamma")
                             max_new_tokens = gr.Number(64, label="max new tokens", info=f"1 to {MAX_NEW_TOKENS}",
                                                        elem_id="max-new-tokens")
@@ -162,7 +168,8 @@ def build_demo() -> gr.Blocks:
                         with gr.Accordion("Glossary: the words and symbols on this page", open=False, elem_id="glossary"):
                             gr.Markdown(glossary_markdown())
                         with examples_slot:
-                            gr.Examples([[e.prompt, e.method, e.draft] for e in EXAMPLES], inputs=[prompt, method, draft],
+                            gr.Examples([[e.prompt, e.method, e.draft, e.gamma, e.controller] for e in EXAMPLES],
+                                        inputs=[prompt, method, draft, gamma, controller],
                                         example_labels=[e.kind for e in EXAMPLES], label="Examples (prompt and a drafter that suits it)")
                     with gr.Column(scale=8):
                         banner = gr.HTML(viz.method_banner(first.method, explorer.METHODS.get(first.method)),
@@ -227,7 +234,7 @@ def build_demo() -> gr.Blocks:
                     run_btn=run_btn, stop_btn=stop_btn, status=status, banner=banner, tokens=tokens,
                     round_slider=round_slider, prev_btn=prev_btn, play_btn=play_btn, next_btn=next_btn,
                     refusal_btn=refusal_btn, timer=timer,
-                    round_detail=round_detail, latency=latency, why=why, audit=audit.greedy, guided=guided, guide_step=guide_step,
+                    round_detail=round_detail, latency=latency, why=why, keeping=keeping, audit=audit.greedy, guided=guided, guide_step=guide_step,
                     guide_back=guide_back, guide_next=guide_next, guide_play=guide_play, guide_timer=guide_timer, theory_alpha=theory_alpha, theory_c=theory_c,
                     theory_c_hat=theory_c_hat, theory=theory, download=download, upload=upload, trace_note=trace_note,
                     trace_state=trace_state, playing=playing, view_slots=view_slots, options=options)
@@ -259,12 +266,14 @@ def _wire(p: Page, h: Handlers) -> None:
     quiet = {"show_progress": "hidden", "api_visibility": "private"}
     # Run is greyed out while its decode runs (a second click would queue a second decode behind it) and
     # comes back when the decode ends, however it ends (``then`` follows success, error and Stop alike)
-    p.run_btn.click(lambda: gr.Button(interactive=False), outputs=[p.run_btn], queue=False, **quiet).then(
+    # The run gives Run back as soon as its own rounds end (what it is weighed against is measured after, and a new
+    # click ends that measurement: ``comparing``); the last chain of a session to end enables it for good
+    p.run_btn.click(h.ask, outputs=[p.run_btn], queue=False, **quiet).then(
         gated(h.run),
         inputs=p.run_inputs(),
-        outputs=p.everything(), concurrency_limit=DECODE_CONCURRENCY, concurrency_id="decode",
+        outputs=[*p.everything(), p.run_btn], concurrency_limit=DECODE_CONCURRENCY, concurrency_id="decode",
         show_progress="minimal", show_progress_on=[p.status], api_visibility="private",
-    ).then(lambda: gr.Button(interactive=True), outputs=[p.run_btn], queue=False, **quiet)
+    ).then(h.ran, outputs=[p.run_btn], queue=False, **quiet)
     # Not queued: a Stop must get through while this session's decode holds its place in the queue.
     p.stop_btn.click(h.stop, inputs=[p.status], outputs=[p.status], queue=False, **quiet)
     # `input` (not `change`): fired by the user's drag, click, arrow keys or number box, never by the

@@ -42,6 +42,7 @@ class Page:
     round_detail: gr.Plot
     latency: gr.Plot
     why: gr.Markdown  # the run's speed explained in plain words (``viz.speed_explanation``)
+    keeping: gr.HTML  # what keeping the text costs: quantized beside its copy alone and plain decoding (``viz.keeping``)
     audit: gr.Markdown  # the greedy audit against plain decoding (``explorer.audit``)
     guided: gr.HTML  # the selected round, step by step (``viz.guided_round_html``)
     guide_step: gr.State  # how many of its steps are shown
@@ -74,4 +75,4 @@ class Page:
     def everything(self) -> list:
         """Outputs a whole new trace can touch."""
         return [self.trace_state, self.round_slider, self.banner, self.latency, self.why, self.audit, self.theory, self.status,
-                self.download, self.timer, self.play_btn, self.playing] + self.round_views()
+                self.keeping, self.download, self.timer, self.play_btn, self.playing] + self.round_views()

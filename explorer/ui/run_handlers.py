@@ -1,9 +1,12 @@
-"""Run, Stop and the baseline: a decode streamed to the page round by round while it runs (or, on a
-ZeroGPU Space, decoded in one GPU call and then played), Stop after the current round, and plain decoding
-on the same settings measured after a run that no cached baseline matches."""
+"""Run and Stop: a decode streamed to the page round by round while it runs (or, on a ZeroGPU Space, decoded in
+one GPU call and then played), Stop after the current round; then what the run is weighed against
+(``comparing``: plain decoding on the same settings where no cached one matches, and for ``quantized`` the copy
+in its other role), with the page free again meanwhile. A load or a first round that takes long (one-time work:
+conversion, kernels, compilation, the 4-bit copy) says on the page what it is waiting for (``waiting``)."""
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 
@@ -14,10 +17,12 @@ from explorer import viz
 from explorer.pace import probe_ms
 
 from . import zerogpu
-from .baseline import BASELINES, baseline_stream
+from .baseline import BASELINES
+from .comparing import CLICKS, FREE, Comparing, companion_system
 from .inputs import decode_options, precision
 from .session import STOPS, history_session, session_id
-from .showing import Showing, audit_words, slider_for
+from .showing import slider_for
+from .waiting import waiting
 
 log = logging.getLogger(__name__)
 
@@ -26,19 +31,22 @@ log = logging.getLogger(__name__)
 # (cheap) follows every few rounds, the figures (tens of ms each) every couple of seconds.
 LIVE_TEXT_EVERY_S = 0.3
 LIVE_PLOTS_EVERY_S = 2.0
+END = object()  # a run with no round at all
 NOTHING_TO_STOP = "■ Nothing is running: Stop ends a decode after its current round."
 
 
-class Running(Showing):
+class Running(Comparing):
     """Run and Stop."""
 
     def run(self, values: dict, request: gr.Request):
-        """Decode, streaming rounds to the page; then measure the autoregressive baseline once. ``values``:
-        the page's inputs by component (``Page.run_inputs``)."""
+        """Decode, streaming rounds to the page; then weigh it against plain decoding (and a ``quantized`` run against
+        its copy in the other role), with Run free again. ``values``: the page's inputs by component
+        (``Page.run_inputs``)."""
         p = self.page
         model = values[p.model]
         alpha, c, c_hat = values[p.theory_alpha], values[p.theory_c], values[p.theory_c_hat]
         session = session_id(request)
+        mine = CLICKS.latest(session)  # a newer click on Run ends this run's comparison (``comparing``)
         STOPS.begin(session)
         try:
             options = decode_options(values[p.method], values[p.draft], values[p.gamma], values[p.controller],
@@ -51,13 +59,19 @@ class Running(Showing):
                                                  history_session(request))
                 return
             options |= {"device": zerogpu.device_for(values.get(p.hardware))}
-            yield {p.status: f"◷ Loading {viz.safe_markdown(model)} and encoding the prompt…"}
-            decoding = explorer.stream(model, prompt, session=history_session(request), **options)
+            loading = f"◷ Loading {viz.safe_markdown(model)} and encoding the prompt…"
+            yield {p.status: loading, p.run_btn: gr.Button(interactive=False), p.keeping: gr.HTML(visible=False)}
+            decoding = yield from waiting(
+                lambda: explorer.stream(model, prompt, session=history_session(request), **options),
+                lambda s, said: {p.status: _waited(loading, s, said)})
             decoding.watch_pace()  # the machine's pace as it decodes: is a cached baseline comparable, did it hold?
             started = time.perf_counter()
             last_text = last_plots = 0.0
             baseline, which = None, ""
-            for r in decoding.steps():
+            steps = decoding.steps()
+            first = yield from waiting(lambda: next(steps, END), lambda s, said: {
+                p.status: _waited(f"◷ {viz.safe_markdown(options['method'])}: decoding its first round…", s, said)})
+            for r in itertools.chain([] if first is END else [first], steps):
                 if STOPS.pending(session):
                     break
                 now = time.perf_counter()
@@ -89,10 +103,15 @@ class Running(Showing):
             if baseline is None and stopped:
                 which = ("This run was stopped, so it is not compared with plain decoding (a run that ends is: "
                          "plain decoding runs once right after it, on the same settings).")
-            yield self._finished(trace, baseline, alpha, c, c_hat, session, keep_round=STOPS.stepped(session),
-                                 which=which)
-            if baseline is None and not stopped and trace.rounds:
-                yield from self._measure_baseline(trace, alpha, c, c_hat, session, which)
+            measure = not stopped and bool(trace.rounds) and (baseline is None or companion_system(trace) is not None)
+            finished = self._finished(trace, baseline, alpha, c, c_hat, session, keep_round=STOPS.stepped(session),
+                                      which=which)
+            if measure:  # the page is free while plain decoding (and the copy's other role) are measured
+                finished[p.status] += f"\n\n◷ Measuring what this run is weighed against… {FREE}"
+                finished[p.run_btn] = gr.Button(interactive=True)
+            yield finished
+            if measure:
+                yield from self._compare(trace, baseline, which, (alpha, c, c_hat), session, mine)
         except explorer.ExplorerError as err:
             yield self._error(str(err))
         except Exception:  # unexpected: the stack trace goes to the log, never to the page
@@ -100,7 +119,17 @@ class Running(Showing):
             yield self._error("something went wrong on the server while decoding (it is logged); "
                               "what the page showed is kept — try again or change the settings")
         finally:
-            STOPS.end(session)
+            if CLICKS.latest(session) == mine:  # a newer run of this session keeps its own Stop
+                STOPS.end(session)
+
+    def ran(self, request: gr.Request):
+        """A run's events ended: Run comes back unless a newer run of the session is still under way."""
+        return gr.Button(interactive=True) if CLICKS.end(session_id(request)) else gr.update()
+
+    def ask(self, request: gr.Request):
+        """Run was clicked: it greys out, and a run of this session still measuring its comparison stops."""
+        CLICKS.ask(session_id(request))
+        return gr.Button(interactive=False)
 
     def _run_on_zero_gpu(self, model, prompt, session, options, alpha, c, c_hat, history):
         """On a ZeroGPU Space: the run and plain decoding on its settings in one GPU call
@@ -132,35 +161,6 @@ class Running(Showing):
         kept = (shown or "").split(NOTHING_TO_STOP)[0].rstrip()
         return f"{kept}\n\n{NOTHING_TO_STOP}" if kept else NOTHING_TO_STOP
 
-    def _measure_baseline(self, trace, alpha, c, c_hat, session, which: str):
-        """Plain decoding on the run's prompt and settings, right after it (none cached, or the machine's
-        pace changed since the cached one: ``which`` says which)."""
-        p = self.page
-        yield {p.status: f"{viz.run_summary(trace)}\n\n{which}\n\n◷ Measuring plain decoding on the same "
-                         "prompt and settings (cached for later runs while the machine keeps this pace)…"}
-        replaced = BASELINES.get(trace) is not None  # a cached one taken at another pace
-        decoding = baseline_stream(trace)
-        last_shown = time.perf_counter()
-        for r in decoding:
-            if STOPS.pending(session):
-                yield {p.status: f"{viz.run_summary(trace)}\n\nBaseline skipped (stopped)."}
-                return
-            if time.perf_counter() - last_shown >= 1.0:
-                last_shown = time.perf_counter()
-                yield {p.status: f"{viz.run_summary(trace)}\n\n◷ Measuring the autoregressive baseline… "
-                                 f"{sum(len(x.emitted) for x in decoding.rounds)} / {trace.settings.max_new_tokens} tokens"}
-        BASELINES.put(decoding.trace(), pace_at(decoding.trace(), 0))
-        baseline = BASELINES.get(trace)
-        measured = ("Compared with plain decoding measured right after this run, on the same prompt and settings"
-                    + (" (the machine's pace had changed since the cached one)." if replaced else "."))
-        yield {
-            p.latency: viz.latency_figure(trace, baseline),
-            p.theory: viz.theory_figure(alpha, c, c_hat, trace, baseline),
-            p.status: f"{viz.run_summary(trace, baseline)}\n\n{measured}",
-            p.why: viz.speed_explanation(trace, baseline),
-            p.audit: audit_words(trace, baseline),
-        }
-
     def _live(self, trace, baseline, status: str, plots: bool, first: bool, following: bool = True) -> dict:
         """While decoding: the token view and the slider follow the newest round — until the user steps
         to a round (``following`` off): then only the slider's range grows and the page stays on that
@@ -182,6 +182,14 @@ class Running(Showing):
             if following:
                 updates.update(self._round(trace, n - 1))
         return updates
+
+
+def _waited(line: str, seconds: float, said: str | None) -> str:
+    """A status while the page waits on blocking work: what, for how long, and the one-time work under way."""
+    text = f"{line} {seconds:.0f} s"
+    if said:
+        text += (f"\n\nOne-time work on this machine (later runs skip it): {viz.safe_markdown(said)}")
+    return text
 
 
 def pace_at(trace, index: int) -> float:

@@ -16,6 +16,7 @@ from explorer.errors import one_line
 from explorer.limits import MAX_SESSION_TRACE_BYTES
 from explorer.viz.audit import greedy_audit_text
 
+from .baseline import BASELINES, baseline_key
 from .session import RUNS
 from .trace_files import write_trace_file
 from .views import slot_updates
@@ -48,7 +49,7 @@ class Showing:
             p.latency: viz.latency_figure(trace, baseline),
             p.theory: viz.theory_figure(alpha, c, c_hat, trace, baseline),
             p.status: viz.run_summary(trace, baseline) + (f"\n\n{which}" if which else ""),
-            p.why: viz.speed_explanation(trace, baseline),
+            p.why: viz.speed_explanation(trace, baseline, self._others(trace, session)),
             p.audit: audit_words(trace, baseline),
             p.download: gr.DownloadButton(value=str(path), interactive=True),
         }
@@ -62,6 +63,12 @@ class Showing:
         else:
             updates.update(self._round(trace, opening))
         return updates
+
+    def _others(self, trace, session: str) -> list:
+        """This session's other runs on the same prompt and settings, each with its plain decoding (for "why this
+        run was faster or slower than …", ``viz.explain.against_others``)."""
+        key = baseline_key(trace)
+        return [(t, BASELINES.get(t)) for t in RUNS.of(session) if t is not trace and baseline_key(t) == key]
 
     def _round(self, trace, index: int) -> dict:
         p = self.page

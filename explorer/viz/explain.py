@@ -162,23 +162,27 @@ def drivers(trace) -> str:
     untested = f", {s.accepted} of the {tested} the target tested" if 0 < tested < s.drafted else ""
     words = [f"**{s.accepted} of {s.drafted}** drafted tokens accepted ({share:.0%}{untested}), so each target pass "
              f"kept **{per_pass:.2f} tokens** (plain decoding: 1)"]
-    if s.draft_forwards and s.draft_s > 0:
-        step = 1000 * s.draft_s / s.draft_forwards
-        verify = 1000 * s.verify_s / passes if passes else 0.0
-        words.append(f"drafting took **{drafting:.0%}** of the run's time ({s.draft_forwards} draft steps of "
-                     f"{step:.1f} ms, against {verify:.1f} ms a target pass)")
+    relative = None  # a draft step against a target pass, both this run's own
+    if s.draft_forwards and s.draft_s > 0 and s.verify_s > 0:
+        step, verify = 1000 * s.draft_s / s.draft_forwards, 1000 * s.verify_s / passes
+        relative = step / verify
+        words.append(f"a draft step cost **{relative:.2f} of a target pass** ({step:.1f} against {verify:.1f} ms; "
+                     f"drafting took {drafting:.0%} of the run's time)")
     else:
         words.append(f"drafting needed no model of its own ({drafting:.0%} of the run's time)")
-    if per_pass >= 4 and drafting < 0.6:
-        why = ("The drafts are nearly always right and cheap next to a target pass: a pass keeps many tokens, which "
-               "is what makes a method fast.")
+    drafts_a_pass = s.drafted / passes if passes else 0.0
+    if per_pass >= 3 and (relative is None or relative * drafts_a_pass < per_pass - 1):
+        why = (f"The drafts are nearly always right, so one target pass does the work of {per_pass:.1f} plain steps, "
+               "and drafting them costs less than the steps it saves: what makes a method fast.")
+    elif per_pass >= 3:
+        why = (f"The drafts are nearly always right, but a round's {drafts_a_pass:.1f} draft steps cost about "
+               f"{relative * drafts_a_pass:.1f} target passes here, as much as the {per_pass - 1:.1f} extra tokens a "
+               "pass keeps: the draft is too slow for this machine.")
     elif share < 0.5 and per_pass < 2:
         why = ("Most drafts were refused: a pass kept few tokens more than plain decoding's one, so the drafting and "
                "the wider verification are paid for little.")
-    elif drafting >= 0.6:
-        why = "Drafting took most of the time: the draft costs too much for what it gets right."
     else:
-        why = "A pass kept a few tokens; whether that pays depends on what a wider verification costs here."
+        why = "A pass kept a few tokens; whether that pays depends on what drafting and a wider verification cost here."
     return "What decided it: " + "; ".join(words) + f". {why}"
 
 

@@ -31,6 +31,7 @@ from ...engine.lowbit import Int4Blocks, LowBitLinear, ShortlistHead
 from ...engine.lowbit_decoder import LowBitDecoder
 from ...engine.forward import decoder_parts
 from ...errors import ExplorerError
+from ...notices import announce
 from ...models.default import local_default_gguf
 from ...models.gguf import q4_1_blocks
 from ...models.loaded import DERIVED_BYTES, resident_bytes
@@ -85,6 +86,8 @@ def lowbit_copy(target, bits: str) -> LowBitCopy:
         built = _COPIES.setdefault(model, {})
         if bits not in built:
             before = resident_bytes()
+            announce(f"Building the target's {bits[3:]}-bit copy of its own weights, once for this process (with its "
+                     "layers' compilation, once per machine: seconds to half a minute) …")
             built[bits] = _build(target, bits)
             _BYTES.setdefault(model, {})[bits] = max(built[bits].decoder.weight_bytes(), resident_bytes() - before)
         return built[bits]
