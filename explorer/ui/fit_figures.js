@@ -157,9 +157,23 @@
   const axisText = gd => boxes(gd, '.xtick text, .ytick text, .annotation-text')
     .concat(Array.from(gd.querySelectorAll('text')).filter(e => /^[xy]\d*title$/.test(e.getAttribute('class') || ''))
       .map(e => e.getBoundingClientRect()));
+  // 6. labels written beside points (a scatter's text) that would overlap one already shown are hidden, the
+  // labels of the trace drawn last (on top) kept first; the hover still names every point. Beam search's tree
+  // wrote "5 millionsquaremeters" at 1 400 px and a solid block at 390 px (#48)
+  const declutter = (gd) => {
+    const shown = [];
+    Array.from(gd.querySelectorAll('g.trace.scatter')).reverse().forEach(t => t.querySelectorAll('g.textpoint text')
+      .forEach(e => {
+        e.style.display = '';
+        const r = e.getBoundingClientRect();
+        if (r.width < 0.5 || r.height < 0.5) return;
+        const hit = shown.some(s => s.left < r.right + 3 && r.left < s.right + 3 && s.top < r.bottom && r.top < s.bottom);
+        if (hit) e.style.display = 'none'; else shown.push(r);
+      }));
+  };
   const makeRoom = (gd, depth = 0) => {
     const L = gd._fullLayout, frame = gd.getBoundingClientRect(), update = {};
-    if (depth > 4) return;  // each pass fixes what the last one moved into (wrap, raise, rise, grow)
+    if (depth > 4) { declutter(gd); return; }  // each pass fixes what the last one moved into (wrap, raise, rise, grow)
     // text wider than the room it has sideways: wrap it by the measured overflow
     let wrapped = false;
     const fit = (el, key, text, size) => {
@@ -238,7 +252,8 @@
     const lowest = Math.max(...others.map(r => r.bottom), legend ? legend.bottom + shift : -Infinity);
     grow = Math.max(0, lowest + 6 - frame.bottom);
     if (!grow && !rise) {
-      if (Object.keys(update).length) tracked(window.Plotly.relayout(gd, update));
+      if (Object.keys(update).length) tracked(window.Plotly.relayout(gd, update)).then(() => declutter(gd));
+      else declutter(gd);
       return;
     }
     if (rise) Object.assign(update, PINNED);  // else Plotly centres the title in the margin that grows

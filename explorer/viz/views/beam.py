@@ -13,7 +13,7 @@ from ..text import label, piece, plotly_text
 from . import MethodView, register, register_note
 
 TITLE = "Beam search: every step's beams"
-MAX_LABEL = 14  # characters of a candidate's text written beside it
+MAX_LABEL = 12  # characters of a best-beam step's text written beside it
 MAX_STEPS = 48  # beam steps drawn: a long run shows the selected round and the steps before it
 LOOK_AHEAD = 6  # steps drawn after the selected round
 
@@ -86,12 +86,17 @@ def beam_tree_figure(trace, round_index: int) -> go.Figure:
         chosen = [p for p in points if wanted(p)]
         if not chosen:
             continue
+        # words beside the best beam's steps only (above and below it in turn, so neighbours do not run together);
+        # every other candidate's words are on hover; the page hides a label that would still overlap another
+        # (``ui/fit_figures.js``): "5 millionsquaremeters" at 1 400 px, a block at 390 px (#48)
+        labelled = name == "the best beam"
         fig.add_trace(go.Scatter(
-            x=[p["x"] for p in chosen], y=[p["y"] for p in chosen], mode="markers+text", name=name,
-            marker={"color": colour, "size": 11 if symbol == "star" else 8, "symbol": symbol,
-                    "opacity": 0.45 if name == "pruned" else 1.0},
-            text=[_short(trace, p["tokens"]) for p in chosen], textposition="top center",
-            textfont={"size": 10, "color": "#9ca3af" if name == "pruned" else "#374151"},
+            x=[p["x"] for p in chosen], y=[p["y"] for p in chosen], mode="markers+text" if labelled else "markers",
+            name=name, marker={"color": colour, "size": 11 if symbol == "star" else 8, "symbol": symbol,
+                               "opacity": 0.45 if name == "pruned" else 1.0},
+            text=[_short(trace, p["tokens"]) for p in chosen] if labelled else None,
+            textposition=["top center" if i % 2 == 0 else "bottom center" for i in range(len(chosen))],
+            textfont={"size": 11, "color": "#065f46"},
             customdata=[[_hover(trace, p)] for p in chosen], hovertemplate="%{customdata[0]}<extra></extra>"))
     selected = [p for p in points if p["round"] == round_index]
     round_words = ""
