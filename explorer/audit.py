@@ -24,6 +24,7 @@ from .words import duration
 from .quality import first_divergence, token_agreement
 
 MIN_AUDIT_RUNS = 10
+RECENT_RUNS = 16  # the runs whose median prices the rest of an audit (the machine's load moves)
 MAX_AUDIT_RUNS = 2000
 MAX_AUDIT_TOKENS = 400_000  # runs × prompt tokens: each run reads the prompt again (200 runs of a 2 000-token prompt)
 MIN_EXPECTED = 5.0  # χ²'s rule of thumb: tokens expected fewer times than this share one "other" bin
@@ -190,9 +191,10 @@ def sampling_audit(model, prompt: str | None = None, *, prompt_ids: list[int] | 
     counts: dict[int, int] = {}
     paths: dict[str, int] = {}
     ids = prompt_ids
-    asked, measured, priced_at = runs, [], seconds_per_run
-    if max_seconds is not None and seconds_per_run:
-        runs = _affordable(runs, seconds_per_run, max_seconds)
+    asked, measured, priced_at = runs, [], None
+    started = time.perf_counter()
+    if max_seconds is not None and seconds_per_run:  # priced before the first run, at an earlier audit's pace
+        runs, priced_at = _affordable(runs, 0, 0.0, seconds_per_run, max_seconds), seconds_per_run
     k = 0
     while k < runs:
         if should_stop is not None and should_stop():
@@ -206,14 +208,16 @@ def sampling_audit(model, prompt: str | None = None, *, prompt_ids: list[int] | 
         if runs * len(ids) > MAX_AUDIT_TOKENS:  # every run reads the whole prompt again
             raise ExplorerError(f"{runs} runs of a {len(ids)}-token prompt would read {runs * len(ids):,} prompt tokens; at "
                                 f"most {MAX_AUDIT_TOKENS:,}: fewer runs or a shorter prompt")
-        if k == 1 and max_seconds is not None and not seconds_per_run:  # priced at the second run's time
-            priced_at = measured[0]
-            runs = _affordable(runs, priced_at, max_seconds)
         first = trace.output_ids[0]
         counts[first] = counts.get(first, 0) + 1
         kind = trace.rounds[0].emitted_kind[0]
         paths[kind] = paths.get(kind, 0) + 1
         k += 1
+        if max_seconds is not None and measured:  # priced again after every run, at the pace of the recent ones
+            pace = statistics.median(measured[-RECENT_RUNS:])
+            fit = _affordable(runs, k, time.perf_counter() - started, pace, max_seconds, refuse=len(measured) == 1)
+            if fit < runs:
+                runs, priced_at = fit, pace
         if progress is not None:
             progress(k, runs)
     target = api.load_cached(model, decode_options.get("device"), decode_options.get("dtype"))
@@ -238,17 +242,19 @@ def sampling_audit(model, prompt: str | None = None, *, prompt_ids: list[int] | 
                          priced_at=priced_at if runs < asked else None, **power)
 
 
-def _affordable(runs: int, seconds_per_run: float, max_seconds: float) -> int:
-    """The runs that fit in ``max_seconds`` at ``seconds_per_run`` (all of ``runs`` where they do); ``ExplorerError``
-    naming the time where not even ``MIN_AUDIT_RUNS`` fit."""
-    fit = int(max_seconds // seconds_per_run)
+def _affordable(runs: int, done: int, elapsed: float, seconds_per_run: float, max_seconds: float,
+                refuse: bool = True) -> int:
+    """How many of ``runs`` fit in ``max_seconds``, ``done`` of them run in ``elapsed`` seconds and the rest at
+    ``seconds_per_run`` (never fewer than ``done`` nor ``MIN_AUDIT_RUNS``); where not even ``MIN_AUDIT_RUNS`` fit,
+    ``ExplorerError`` naming the time (``refuse``: when first priced)."""
+    fit = done + int(max(0.0, max_seconds - elapsed) // seconds_per_run)
     if fit >= runs:
         return runs
-    if fit < MIN_AUDIT_RUNS:
+    if fit < MIN_AUDIT_RUNS and refuse:
         raise ExplorerError(f"the sampling audit would take about {duration(runs * seconds_per_run)} here ({runs:,} runs at "
                             f"{seconds_per_run:.2g} s a run, measured), and even {MIN_AUDIT_RUNS} runs would take more "
                             f"than the {duration(max_seconds)} a job may take: a shorter prompt or a quicker method")
-    return fit
+    return max(fit, done, MIN_AUDIT_RUNS)
 
 
 def _support(p) -> dict[int, float]:

@@ -88,11 +88,15 @@ def wire_audit(page: Page, section: AuditSection, concurrency_limit: int) -> Non
                 with LongJob(request, "the sampling audit", key, runs, tell=lambda line: progress(0, desc=line),
                              over="cut") as job:
                     progress(0, desc="seeded runs of the first tokens")
-                    started = time.monotonic()
+                    first_done = []
 
                     def told(done: int, total: int) -> None:
                         job.progress(done, total)
-                        left = (time.monotonic() - started) / done * (total - done)
+                        if not first_done:  # the first run builds what the method needs: the pace is the others'
+                            first_done.append(time.monotonic())
+                            progress(done / total, desc=f"run {done} of {total}")
+                            return
+                        left = (time.monotonic() - first_done[0]) / (done - 1) * (total - done)
                         progress(done / total, desc=f"run {done} of {total} · about {duration(left)} left")
 
                     result = sampling_audit(values[page.model], values[page.prompt], runs=runs, temperature=temperature,
