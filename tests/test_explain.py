@@ -153,3 +153,17 @@ def test_a_mean_verification_length_is_not_rounded_into_t1_over_t1(lookup, ar, m
     monkeypatch.setattr(explain, "round_cost", lambda trace, baseline: cost)
     text = viz.speed_explanation(lookup, ar)
     assert "T(1.4)/T(1) = 1.65" in text and "T(1)/T(1)" not in text
+
+
+def test_a_drafts_technical_words_wait_under_how_it_runs(lookup, ar):
+    """#48: the status printed "products: int4 kernel (1.3× a bfloat16 product here); LM head … top 16 scored exactly
+    in float32" in the run's plain words. What the draft is stays in the line; how it runs is folded."""
+    import dataclasses
+    about = ("int4: the target's own weights in 4 bits (the GGUF's own Q4_1 blocks), bf16 activations; products: int4 "
+             "kernel (1.3× a bfloat16 product here); LM head: int8 rows, its top 16 scored exactly in float32")
+    text = viz.run_summary(dataclasses.replace(lookup, draft="int4", draft_about=about), ar)
+    plain, folded = text.split("<details class='draft-how'>", 1)
+    assert "the target's own weights in 4 bits" in plain and "kernel" not in plain and "float32" not in plain
+    assert "<summary>how it runs</summary>products: int4 kernel" in folded
+    suffix = "suffix: 12 shipped answers (9,000 tokens; suffix array read in 0.1 s, 1 MB) + the prompt"
+    assert "how it runs" not in viz.run_summary(dataclasses.replace(lookup, draft="suffix:all", draft_about=suffix), ar)

@@ -218,3 +218,12 @@ def test_a_caller_that_cannot_be_told_apart_keeps_and_drafts_nothing():
     assert runs[0].output_ids == runs[1].output_ids and runs[1].summary.drafted == 0
     assert {key: len(kept) for key, kept in HISTORY._outputs.items()} == before
     assert "no earlier outputs" in runs[1].draft_about
+
+
+def test_where_a_match_was_found_is_said_in_words():
+    """#48: the view said "the greedy answer to bank prompt list-07"."""
+    from explorer.viz.views.suffix import where_found
+    assert where_found("the greedy answer to bank prompt list-07") == (
+        "the target's own greedy answer to one of the shipped training prompts: list prompt no. 8")
+    assert "bank" not in where_found("the sampled answer to bank prompt chat-00")
+    assert where_found("an earlier run") == "an earlier run"

@@ -127,7 +127,7 @@ def test_decisions_show_the_selected_rounds_thetas_stops_and_fates(beta_trace):
     assert list(by_name(fig, f"posterior mean α/(α + β) = {mean:.3f}").y) == pytest.approx([mean, mean])
     c = r.controller
     assert (f"Beta({c['alpha_before']:.2f}, {c['beta_before']:.2f}) → Beta({c['alpha_after']:.2f}, "
-            f"{c['beta_after']:.2f}) after r = {c['r']} of n = {c['n']}") in texts(fig)
+            f"{c['beta_after']:.2f}) after {c['r']} of {c['n']} draft steps went right (r of n") in texts(fig)
     later = ts.decisions_figure(beta_trace, 4).data  # another round: another posterior mean
     c4 = beta_trace.rounds[4].controller
     assert c4["alpha_before"] / (c4["alpha_before"] + c4["beta_before"]) != pytest.approx(mean)
@@ -151,7 +151,7 @@ def test_cali_decisions_show_mu_sigma_and_the_model_score(cali_trace):
     assert list(mu.y) == pytest.approx(r.controller["mu"])
     assert list(mu.error_y.array) == pytest.approx(r.controller["sigma"])
     assert list(by_name(fig, "θ_M, the model's prediction (eq. 5)").y) == pytest.approx(r.controller["theta_model"])
-    assert "(eq. 10)" in texts(fig)
+    assert "how often drafting went on so far" in texts(fig) and "(θ̂, eq. 10)" in texts(fig)  # words first (#48)
 
 
 # -- calibration -------------------------------------------------------------------------------------

@@ -89,13 +89,23 @@ def draft_line(trace) -> str:
     if not about or about == trace.draft:
         return ""
     # its first clause in words; how it runs (kernels, shortlists, compiled layers) folded, on demand (#48)
-    head, _, how = about.partition("; ")
+    head, how = first_clause(about)
     line = f"\n\nDraft used: {safe_markdown(head)}"
     if how:
         line += f"\n\n<details class='draft-how'><summary>how it runs</summary>{html.escape(how)}</details>"
     if "untrained" in about:
         line += "\n\n⚠ An untrained draft: far fewer of its tokens are accepted than a trained one's."
     return line
+
+
+def first_clause(text: str) -> tuple[str, str]:
+    """``text`` split at its first "; " outside parentheses: (what it is, the rest)."""
+    depth = 0
+    for i, ch in enumerate(text):
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if depth == 0 and text.startswith("; ", i):
+            return text[:i], text[i + 2:]
+    return text, ""
 
 
 ALPHA_HAT = "α̂: accepted ÷ tested drafts, the estimate of the acceptance rate α (Leviathan et al., Definition 3.1)"

@@ -5,6 +5,7 @@ its fate; and, over the run, match length against drafted and accepted nodes."""
 from __future__ import annotations
 
 import html
+import re
 
 from ..text import label
 from ..tree_list import nested_tree_html, tree_rounds_figure
@@ -13,6 +14,20 @@ from . import MethodView, register, register_note
 
 SOURCES = {"answers": "the target's answers shipped with the model", "history": "an earlier run of this session",
            "request": "this prompt and answer so far"}
+
+
+BANK = re.compile(r"the (greedy|sampled) answer to bank prompt ([a-z]+)-(\d+)")
+
+
+def where_found(found_in: str) -> str:
+    """Where a match was found, in words: the index names a shipped answer by its prompt's id in the trainers' prompt
+    bank ("the greedy answer to bank prompt list-07", #48), which says nothing to a reader."""
+    m = BANK.fullmatch(found_in)
+    if m is None:
+        return found_in
+    mode, kind, number = m.groups()
+    how = "own greedy answer" if mode == "greedy" else "sampled answer"
+    return f"the target's {how} to one of the shipped training prompts: {kind} prompt no. {int(number) + 1}"
 
 
 def _is_suffix(trace) -> bool:
@@ -31,7 +46,7 @@ def tree_html(trace, round_index: int) -> str:
     matched = "".join(html.escape(label(trace, t).strip("'")) for t in d.get("matched", []))
     source = SOURCES.get(d.get("source"), "nothing")
     if d.get("match_length"):
-        found = f" ({html.escape(str(d['found_in']))})" if d.get("found_in") else ""
+        found = f" ({html.escape(where_found(str(d['found_in'])))})" if d.get("found_in") else ""
         head = (f"<b>Round {r.index + 1}</b>: the last <b>{d['match_length']}</b> {'token' if d['match_length'] == 1 else 'tokens'} of the context, "
                 f"<span class='tl-match'>{matched}</span>, occur {times(d.get('occurrences', 0))} in "
                 f"{html.escape(source)}{found}. What followed them there grew a tree of {plural(len(nodes), 'node')} "

@@ -89,7 +89,10 @@ def tree_html(trace, round_index: int) -> str:
                    if len(shown) == MAX_MASK_DRAWN else "") + ".</div>")
     legend = ("<div class='bita-legend'><span class='bl bl-acc'>accepted path</span> "
               "<span class='bl bl-cand'>candidate</span> <span class='bl bl-tgt'>the target's own token</span> "
-              "<span class='bl bl-p'>[P] prompt token</span> <span class='bl bl-m'>[M] mask token</span> "
+              "<span class='bl bl-p' title='BiTA&#x27;s trained prompt tokens: learned keys and values placed before "
+              "the context, not words of your prompt'>[P] BiTA's learned prompt token (not your prompt)</span> "
+              "<span class='bl bl-m' title='BiTA&#x27;s trained mask tokens: placeholders whose outputs are the "
+              "next round&#x27;s drafts'>[M] mask token (drafts the next tokens)</span> "
               "<span class='bl bl-on'>attends</span> · hover a node to find its row in the mask</div>")
     body = table.split("</thead>")[-1]
     rows, columns = body.count("<tr"), table.count("class='col")
@@ -232,12 +235,13 @@ def _mask_table(trace, r, context: list[int], shown: list[int]) -> str:
         return f"mask token {p.get('slot', '')} of the group attached to {owner}"
 
     # column groups: prompt, context, candidates, masks
-    cols = [("p", j, f"[P{j + 1}]", f"prompt token {j + 1} (keys and values per layer)") for j in range(n_prompt)]
+    cols = [("p", j, f"[P{j + 1}]", f"BiTA's learned prompt token {j + 1}: trained keys and values per layer, not a "
+                                    "word of your prompt") for j in range(n_prompt)]
     if folded:
         cols.append(("c", -1, "…", f"{folded} earlier context tokens"))
     cols += [("c", j, _short(trace, t, 10), f"context {label(trace, t)}") for j, t in enumerate(ctx_tail)]
     cols += [("t", i, pos_label(i), pos_title(i)) for i in shown]
-    groups = [("prompt tokens", sum(c[0] == "p" for c in cols), "g-p"),
+    groups = [("learned prompt tokens", sum(c[0] == "p" for c in cols), "g-p"),
               ("context", sum(c[0] == "c" for c in cols), "g-c"),
               ("candidates", sum(c[0] == "t" and positions[c[1]]["kind"] == "node" for c in cols), "g-n"),
               ("mask tokens", sum(c[0] == "t" and positions[c[1]]["kind"] == "mask" for c in cols), "g-m")]

@@ -273,8 +273,9 @@ def decisions_figure(trace, round_index: int) -> go.Figure:
                 x=[lo, hi], y=[mean, mean], mode="lines", name=f"posterior mean α/(α + β) = {mean:.3f}",
                 line={"color": MEAN_COLOUR, "width": 2, "dash": "dash"},
                 hovertemplate=f"Beta(α = {a:.2f}, β = {b:.2f})<br>mean = {mean:.3f}<extra></extra>"))
-        subtitle = (f"Beta({_num(a)}, {_num(b)}) → Beta({_num(c.get('alpha_after'))}, {_num(c.get('beta_after'))}) "
-                    f"after r = {c.get('r', '?')} of n = {c.get('n', '?')} (eq. 3–4)")
+        subtitle = (f"what it believes of acceptance: Beta({_num(a)}, {_num(b)}) → Beta({_num(c.get('alpha_after'))}, "
+                    f"{_num(c.get('beta_after'))}) after {c.get('r', '?')} of {c.get('n', '?')} draft steps went right (r of n, "
+                    "eq. 3–4)")
     else:
         mu, sigma, model = _floats(c.get("mu")), _floats(c.get("sigma")), _floats(c.get("theta_model"))
         if mu:
@@ -288,12 +289,14 @@ def decisions_figure(trace, round_index: int) -> go.Figure:
                 x=steps[: len(model)], y=model, mode="markers", name="θ_M, the model's prediction (eq. 5)",
                 marker={"color": MODEL_COLOUR, "symbol": "diamond", "size": 9},
                 hovertemplate="step %{x}<br>θ_M = %{y:.3f}<extra></extra>"))
-        subtitle = (f"θ̂ {_num(c.get('theta_hat'), 3)} → {_num(c.get('theta_hat_after'), 3)} (eq. 10) · "
-                    f"n = {c.get('n', '?')} verifications before this round")
+        subtitle = (f"how often drafting went on so far: {_num(c.get('theta_hat'), 3)} → "
+                    f"{_num(c.get('theta_hat_after'), 3)} (θ̂, eq. 10), over {c.get('n', '?')} verifications before "
+                    "this round")
     if priced:
         ratios = ", ".join(_num(x) for x in (c.get("verify_ratio") or [])[:4] if isinstance(x, (int, float)))
-        subtitle += (f"</sup><br><sup>priced: went on while a longer draft paid at the sampled θ "
-                     f"(c = {_num(c.get('c'))}, T(k+1)/T(1) = {ratios or '?'}, …)")
+        subtitle += (f"</sup><br><sup>weighed against its cost: drafted on while one more token paid at the sampled "
+                     f"θ (a draft step {_num(c.get('c'))} of a target step, c; checking k+1 tokens {ratios or '?'}, … "
+                     "times one, T(k+1)/T(1))")
     # decision markers in colours no fate uses here, so they do not read as token fates
     for go_on, name, symbol, colour in ((True, f"{go_text if priced else 'continue drafting (χ = 1)'}",
                                          "triangle-right", CONTINUE_COLOUR),
