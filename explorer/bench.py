@@ -25,21 +25,20 @@ from typing import Callable
 import numpy as np
 import torch
 
-from . import machine, methods, theory
+from . import methods, theory
 from .api import load_cached, decode
 from .engine import fast
 from .engine.controllers import DEFAULT_CONTROLLER, DEFAULT_GAMMA
 from .engine.costs import raw_cost_curve, verify_cost_curve
+from .bench_table import PHASES, markdown  # the report as a table: the CLI's, the Compare tab's
+from .hf_systems import hf_assistant_kwargs, hf_beam_search, hf_generate
 from .trace import acceptance_by_position, alpha_hat
 from .errors import ExplorerError
 from .limits import clip
-from .methods.eesd.exits import exit_for
 from .models import quiet_transformers
 from .pace import probe_ms
-from .progress import print_progress, time_left
+from .progress import left_after, print_progress, time_left
 from .quality import token_agreement
-from .ratios import FLOOR_NOISE, curve_doubts, curve_words
-from .reports import row_doubt
 from .shipped import ASSETS
 from .words import plural
 
@@ -69,7 +68,6 @@ class System:
     options: tuple[tuple[str, object], ...] = ()  # the method's own keywords (beam: width and rule)
 
 
-PHASES = ("draft", "verify", "other")  # a round's clocks (``Timing``): a row's ms_per_token has one value each
 HF_SYSTEMS = "hf-generate, hf-assisted:prompt-lookup:n, hf-assisted:early-exit:N[@γ], hf-beam:<k>"
 
 
@@ -157,14 +155,14 @@ def _run(model, systems, repeats, max_new_tokens, temperature, gamma, controller
         chosen.insert(0, parse_system("ar", gamma, controller))  # every row is compared with our ar
     ids = [target.encode(p["text"]) for p in prompts]
 
-    assistants = {s.name: _hf_assistant_kwargs(target, s) for s in chosen if s.method == "hf-assisted"}
+    assistants = {s.name: hf_assistant_kwargs(target, s.draft, s.gamma) for s in chosen if s.method == "hf-assisted"}
 
     def once(system: System, prompt_ids: list[int], n: int, session: str = "bench:warm-up"):
         if system.method == "hf-beam":
             out, seconds = hf_beam_search(target, prompt_ids, dict(system.options)["beam_width"], n)
             return out, seconds, None
         if system.method.startswith("hf-"):
-            return _hf_generate(target, prompt_ids, n, temperature, **assistants.get(system.name, {}))
+            return hf_generate(target, prompt_ids, n, temperature, **assistants.get(system.name, {}))
         start = time.perf_counter()
         # a session per repeat: a method that learns from earlier outputs (suffix) sees the other prompts'
         # answers of this repeat, never this prompt's own from an earlier repeat or the warm-up
@@ -201,10 +199,8 @@ def _run(model, systems, repeats, max_new_tokens, temperature, gamma, controller
                     peak_mb[system.name] = max(peak_mb[system.name] or 0.0, peak)
                 results[system.name][rep][j] = out
                 done += 1
-                left = (time.perf_counter() - started) / done * (total - done)
                 progress(done, total, f"[{done}/{total}] {system.name} · {prompts[j]['category']} · "
-                         f"{len(out[0])} tokens · {len(out[0]) / out[1]:.1f} tok/s"
-                         + (f" · {time_left(left)}" if done < total else ""))
+                         f"{len(out[0])} tokens · {len(out[0]) / out[1]:.1f} tok/s{left_after(started, done, total)}")
     ratios = [t / curve[0] for t in curve]
     rows = [_row(s, results, prompts, temperature, ratios) | {"peak_rss_mb": peak_mb[s.name], "pace_ms": pace[s.name]}
             for s in chosen]
@@ -216,100 +212,6 @@ def _run(model, systems, repeats, max_new_tokens, temperature, gamma, controller
         "gamma": gamma, "controller": controller, "torch_threads": torch.get_num_threads(), "quick": quick,
         **fast.speed_record(target.model),
     }}
-
-
-def _identical(row: dict) -> str:
-    """"yes", or "**no**" with the share of plain decoding's tokens a lossy system kept ("**no** (88 % of
-    tokens)"), – where not measured (sampling)."""
-    same, kept = row.get("identical_to_ar"), row.get("agreement_with_ar")
-    if same is None:
-        return "–"
-    return "yes" if same else "**no**" + (f" ({kept:.0%} of tokens)" if kept is not None else "")
-
-
-def _phases(ms: dict | None) -> str:
-    """A token's milliseconds drafting · verifying · on the rest ("7.4 · 37.0 · 1.0"), – without traces."""
-    if not ms or any(ms.get(part) is None for part in PHASES):
-        return "–"
-    return " · ".join(f"{ms[part]:.1f}" for part in PHASES)
-
-
-def _positions(rates) -> str:
-    """The first eight positions' acceptance as percentages ("54 40 33 %"), – where untested."""
-    if not rates:
-        return "–"
-    shown = " ".join("–" if x is None else f"{100 * x:.0f}" for x in rates[:8])
-    return f"{shown}{' …' if len(rates) > 8 else ''} %"
-
-
-def _hf_assistant_kwargs(target, system: System) -> dict:
-    """Hugging Face's own assisted generation with the same draft as ours (constant γ)."""
-    kind, _, arg = system.draft.partition(":")
-    if kind == "prompt-lookup":
-        return {"prompt_lookup_num_tokens": system.gamma, "max_matching_ngram_size": int(arg)}
-    return {"assistant_model": early_exit_assistant(target.model, int(arg)),
-            "num_assistant_tokens": system.gamma, "num_assistant_tokens_schedule": "constant",
-            "assistant_confidence_threshold": 0.0}
-
-
-def early_exit_assistant(model: torch.nn.Module, n_layers: int) -> torch.nn.Module:
-    """A model object made of the target's own embedding, first N layers, the same trained exit layers
-    and norm as our ``early-exit:N`` when one ships (else the model's norm), and the full LM head
-    (shared tensors, the target untouched): what HF's ``assistant_model`` needs. HF runs it with its
-    own cache (no sharing with the target) and over the whole vocabulary."""
-    import copy
-
-    head = exit_for(model, n_layers)
-    layers = list(model.model.layers[:n_layers])
-    for index, layer in enumerate(head.layers):
-        # shallow copies share the weights; only the attention's cache index differs (HF's cache is one
-        # list of layers), and the submodule table is copied so the original keeps its own attention
-        exit_layer = copy.copy(layer)
-        exit_layer._modules = dict(layer._modules)
-        attention = copy.copy(layer.self_attn)
-        attention.layer_idx = n_layers + index
-        exit_layer.self_attn = attention
-        layers.append(exit_layer)
-    config = copy.deepcopy(model.config)
-    config.num_hidden_layers = len(layers)
-    if getattr(config, "layer_types", None):
-        config.layer_types = config.layer_types[:len(layers)]
-    with torch.device("meta"):
-        assistant = type(model)(config)
-    assistant.model.embed_tokens = model.model.embed_tokens
-    assistant.model.layers = torch.nn.ModuleList(layers)
-    assistant.model.norm = head.norm
-    assistant.model.rotary_emb = model.model.rotary_emb
-    assistant.lm_head = model.lm_head
-    assistant.generation_config = copy.deepcopy(model.generation_config)
-    return assistant.eval()
-
-
-def hf_beam_search(target, prompt_ids: list[int], width: int, max_new_tokens: int) -> tuple[list[int], float]:
-    """Hugging Face's beam search on the target (``generate(num_beams=k, do_sample=False)``, length penalty
-    1, ``early_stopping=False``): the best beam's new tokens (to its end-of-sequence token) and seconds."""
-    x = torch.tensor([prompt_ids], device=target.device)
-    start = time.perf_counter()
-    with torch.inference_mode():
-        out = target.model.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=max_new_tokens, num_beams=width,
-                                    do_sample=False, length_penalty=1.0, early_stopping=False,
-                                    pad_token_id=min(target.eos_token_ids, default=0))
-    seconds = time.perf_counter() - start
-    ids = out[0, len(prompt_ids):].tolist()
-    end = next((i for i, t in enumerate(ids) if t in target.eos_token_ids), None)
-    return (ids if end is None else ids[: end + 1]), seconds
-
-
-def _hf_generate(target, prompt_ids, n, temperature, **assist):
-    x = torch.tensor([prompt_ids], device=target.device)
-    kwargs = dict(do_sample=True, temperature=temperature, top_k=0) if temperature > 0 else dict(do_sample=False)
-    start = time.perf_counter()
-    with torch.inference_mode():
-        out = target.model.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=n,
-                                    pad_token_id=min(target.eos_token_ids, default=0), **kwargs, **assist)
-    if target.device.type == "cuda":
-        torch.cuda.synchronize(target.device)
-    return out[0, len(prompt_ids):].tolist(), time.perf_counter() - start, None
 
 
 def _reset_peak_rss() -> None:
@@ -393,100 +295,3 @@ def position_rates(rounds) -> list[float | None] | None:
     nothing."""
     tested, accepted = acceptance_by_position([r for r in rounds if r.drafted])
     return [a / t if t else None for a, t in zip(accepted, tested)] or None
-
-
-def markdown(report: dict, text: Callable[[object], str] | None = None) -> str:
-    """The rows as a markdown table. Every row has ``system``, ``tokens_per_s`` and ``speedup_vs_ar``;
-    anything else may be absent (shown as –). ``text`` writes the report's strings (names, categories,
-    the meta); by default each stays within its cell (no line break, pipes escaped); a page showing a
-    stranger's report passes ``viz.safe_markdown``."""
-    text = text or (lambda value: " ".join(str(value).split()).replace("|", "\\|"))
-
-    def fmt(x, spec=".2f"):
-        return "–" if x is None else (("yes" if x else "**no**") if isinstance(x, bool) else format(x, spec))
-
-    rows = report["rows"]
-    by_name = {r["system"]: r for r in rows}
-    notes: list[str] = []
-
-    def ratio(row: dict, key: str, baseline: str) -> str:
-        """A speed-up cell: the figure, or "withheld" with a numbered note saying why (``reports.row_doubt``)."""
-        why = row_doubt(row, by_name.get(baseline), key)
-        if why is None:
-            return fmt(row.get(key))
-        notes.append(f"{len(notes) + 1}. {text(row['system'])} × {text(baseline)}: {why}.")
-        return f"withheld ({len(notes)})"
-
-    m = report.get("meta") or {}
-    medians = m.get("verify_cost_median_s")
-    curve_doubt = curve_doubts(medians, FLOOR_NOISE) if isinstance(medians, list) else {}
-
-    lines = ["| system | tok/s median (min–max) | × HF generate | × our ar | worst category × ar | acceptance "
-             "| accepted by draft position 1, 2, … | tok / target fwd | c | ms / token: draft · verify · rest "
-             "| Leviathan Thm 3.8 | Leviathan Thm 3.8 with T(k) | identical to ar | peak RSS MB |",
-             "|" + "---|" * 14]
-    for r in rows:
-        categories = r.get("speedup_vs_ar_by_category") or {}
-        worst = min(categories.items(), key=lambda kv: kv[1], default=None)
-        lowest, highest = r.get("tokens_per_s_min"), r.get("tokens_per_s_max")
-        spread = f" ({lowest:.1f}–{highest:.1f})" if lowest is not None and highest is not None else ""
-        against_ar = ratio(r, "speedup_vs_ar", "ar")
-        worst_cell = f"{worst[1]:.2f} ({text(worst[0])})" if worst and not against_ar.startswith("withheld") else "–"
-        lines.append(
-            f"| {text(r['system'])} | {r['tokens_per_s']:.1f}{spread} | {ratio(r, 'speedup_vs_hf', 'hf-generate')} "
-            f"| {against_ar} "
-            f"| {worst_cell} | {fmt(r.get('acceptance_rate'), '.0%')} "
-            f"| {_positions(r.get('acceptance_by_position'))} | {fmt(r.get('tokens_per_target_forward'))} | {fmt(r.get('c'))} "
-            f"| {_phases(r.get('ms_per_token'))} | {fmt(r.get('predicted_speedup'))} "
-            f"| {'–' if curve_doubt else fmt(r.get('predicted_speedup_verify_cost'))} | {_identical(r)} "
-            f"| {fmt(r.get('peak_rss_mb'), '.0f')} |")
-    if notes:
-        lines.append("\nWithheld, not printed as facts (a fair figure needs a quiet machine, or more repeats):\n\n"
-                     + "\n".join(notes))
-    ratios = m.get("verify_cost_ratio")
-    if ratios and curve_doubt:
-        lines.append(f"\nMeasured verify cost T(n)/T(1) not shown (nor Theorem 3.8 priced by it): "
-                     f"{curve_words(curve_doubt, [t / medians[0] for t in medians])}.")
-    elif ratios:
-        lines.append(f"\nMeasured verify cost T(n)/T(1) for n = 1…{len(ratios)}: "
-                     + ", ".join(f"{x:.2f}" for x in ratios))
-    if m:
-        def part(template: str, *keys: str) -> str | None:
-            """``template`` filled with the meta's values, or None when one is missing (a race or "your
-            runs" report has fewer of them than a benchmark's): a missing value is left out, never a "?"."""
-            if any(m.get(key) is None for key in keys):
-                return None
-            return template.format(*(text(m[key]) for key in keys))
-
-        where = part("{} on {}", "model", "device") or part("{}", "model")
-        how = ", ".join(x for x in (part("{}", "dtype"), part("{} threads", "torch_threads")) if x)
-        parts = [(where or "") + (f" ({how})" if how else ""),
-                 part(f"{plural(m.get('prompts') or 0, 'prompt')} × {plural(m.get('repeats') or 0, 'repeat')}",
-                      "prompts", "repeats"), part("{} new tokens", "max_new_tokens"),
-                 part("temperature {}", "temperature"), part("γ = {} ({})", "gamma", "controller")]
-        parts.insert(0, part("measured {}", "date"))
-        parts.insert(2, {"heldout": "held-out prompts", "shipped": "the shipped prompts"}.get(m.get("prompt_set")))
-        shown = ", ".join(x for x in parts if x)
-        if shown:
-            lines.append("\n" + shown + {True: "; our decoding on the CPU fast path.",
-                                          False: "; CPU fast path off."}.get(m.get("fast_path"), "."))
-        where = machine_words(m)
-        if where:
-            lines.append("\n" + text(where))
-    return "\n".join(lines)
-
-
-def machine_words(meta: dict) -> str | None:
-    """The machine a report (its checked ``meta``) was measured on, and how it ran the model, in a sentence;
-    None for a report that does not say (one from before the record)."""
-    record = meta.get("machine")
-    if not isinstance(record, dict):
-        return None
-    said = f"Measured on {machine.words(record)}"
-    kinds = (meta.get("kernels") or {}).get("kinds") if isinstance(meta.get("kernels"), dict) else None
-    if isinstance(kinds, dict) and kinds:
-        said += "; kernels " + ", ".join(f"{bucket.replace('-', '–')} {'row' if bucket == '1' else 'rows'}: {kind}"
-                                         for bucket, kind in kinds.items())
-    if meta.get("compiled"):
-        said += f"; decoder layer {meta['compiled']}"
-    return said + "."

@@ -4,6 +4,7 @@ in words from the measured pace."""
 from __future__ import annotations
 
 import sys
+import time
 
 
 def print_progress(done: int, total: int, line: str) -> None:
@@ -18,3 +19,9 @@ def time_left(seconds: float) -> str:
         return f"about {max(5, round(seconds / 5) * 5)} s left"
     minutes = round(seconds / 60)
     return f"about {minutes} min left" if minutes < 60 else f"about {minutes // 60} h {minutes % 60} min left"
+
+
+def left_after(started: float, done: int, total: int) -> str:
+    """The time left for a progress line, as " · about 3 min left", from the pace of the ``done`` steps of ``total``
+    since ``started`` (a ``time.perf_counter()``); "" after the last step."""
+    return f" · {time_left((time.perf_counter() - started) / done * (total - done))}" if 0 < done < total else ""

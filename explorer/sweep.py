@@ -1,9 +1,14 @@
-"""BiLD's quality/cost trade-off over a grid of α_FB × α_RB (the BiLD paper's section 7.3.3, Figure 9).
+"""Sweeps over a method's dials, each point measured against plain decoding (``ar``) in the same process: BiLD's
+quality/cost trade-off over α_FB × α_RB (the BiLD paper's section 7.3.3, Figure 9), lenience (Leviathan et al. A.5,
+their Table 5) and the theory lab (a synthetic draft over α × γ × c against Theorem 3.8). The beam search sweep is
+``beam_sweep``.
 
-For each prompt of the shipped set, the large model's own greedy output (``ar``) is the reference; each
-grid point decodes every prompt with ``bild`` and reports agreement and ROUGE-L against it, large-model
-forwards per token and tokens/s against ``ar`` measured in the same process. ``pareto`` marks the points
-no other point beats on both quality (agreement) and cost (large forwards per token).
+For BiLD, each prompt's large-model greedy output (``ar``) is the reference; each grid point decodes every prompt
+with ``bild`` and reports agreement and ROUGE-L against it, large-model forwards per token and tokens/s against
+``ar``. ``pareto`` marks the points no other point beats on both quality (agreement) and cost (large forwards per
+token). In every sweep each decode records the machine's pace, and a point's speed-up over ``ar`` that is not a
+fact (timed at another pace; a lossless one above its tokens per target forward) is withheld with its reason
+(``doubt``; ``explorer.ratios``).
 """
 
 from __future__ import annotations
@@ -13,14 +18,12 @@ import statistics
 import time
 from typing import Callable
 
-import torch
-
 from .api import load_cached, decode, stream
 from .errors import ExplorerError
 from .limits import clip
-from .bench import hf_beam_search, load_prompts
+from .bench import load_prompts
 from .methods.bild import BildOptions
-from .progress import print_progress, time_left
+from .progress import left_after, print_progress
 from .quality import compare, first_divergence, token_agreement
 from .ratios import FLOOR_NOISE, curve_doubts, curve_words, impossible_speedup, pace_words
 
@@ -50,7 +53,7 @@ def bild_sweep(model: str = "default", draft: str = "early-exit:4", fallbacks=DE
     ar_rate = sum(len(r.output_ids) for r in references) / ar_seconds
     ar_pace = [x for r in references for x in r.pace_ms]
     grid = [(fb, rb) for rb in rollbacks for fb in fallbacks]
-    points = []
+    points, started = [], time.perf_counter()
     for n, (fb, rb) in enumerate(grid, 1):
         scores, forwards, tokens, seconds, pace = [], 0, 0, 0.0, []
         for text, ref in zip(texts, references):
@@ -73,7 +76,8 @@ def bild_sweep(model: str = "default", draft: str = "early-exit:4", fallbacks=DE
         }
         points.append(point)
         progress(n, len(grid), f"[{n}/{len(grid)}] α_FB={fb} α_RB={rb}: agreement {point['agreement']:.2f}, "
-                 f"{point['large_forwards_per_token']:.2f} large forwards/token, {times_ar(point)}")
+                 f"{point['large_forwards_per_token']:.2f} large forwards/token, {times_ar(point)}"
+                 f"{left_after(started, n, len(grid))}")
     for p in points:
         p["pareto"] = not any(_dominates(o, p) for o in points)
     return {"points": points, "meta": {"model": model, "draft": draft, "prompts": len(texts),
@@ -152,7 +156,7 @@ def lenience_sweep(model: str = "default", draft: str = "early-exit:4", lenience
     exact = references if temperature == 0 else [
         decode(target, text, method="lenient", draft=draft, lenience=1.0, max_new_tokens=max_new_tokens,
                temperature=temperature) for text in texts]
-    points = []
+    points, started = [], time.perf_counter()
     for n, lenience in enumerate(leniences, 1):
         traces, seconds = [], 0.0
         for text in texts:
@@ -182,7 +186,7 @@ def lenience_sweep(model: str = "default", draft: str = "early-exit:4", lenience
                                                 lossy=lenience < 1))
         points.append(point)
         progress(n, len(leniences), f"[{n}/{len(leniences)}] l={lenience:g}: α̂ {point['alpha_hat'] or 0:.2f}, "
-                 f"agreement {point['agreement']:.2f}, {times_ar(point)}")
+                 f"agreement {point['agreement']:.2f}, {times_ar(point)}{left_after(started, n, len(leniences))}")
     return {"points": points, "meta": {"model": model, "draft": draft, "prompts": len(texts),
                                        "max_new_tokens": max_new_tokens, "temperature": temperature,
                                        "ar_tokens_per_s": ar_rate}}
@@ -315,7 +319,7 @@ def theory_sweep(model: str = "default", alphas=DEFAULT_LAB_ALPHAS, gammas=DEFAU
         points.append(point)
         measured = times_ar(point)
         priced_words = "" if curve_doubt else f", priced: {point['predicted_speedup_verify_cost']:.2f}"
-        left = f" · {time_left((time.perf_counter() - started) / n * (len(grid) - n))}" if n < len(grid) else ""
+        left = left_after(started, n, len(grid))
         progress(n, len(grid), f"[{n}/{len(grid)}] α={a:g} γ={g} c={c:g}: {point['tokens_per_round']:.2f} tokens/round "
                  f"(eq. 1: {point['expected_tokens_per_round']:.2f}), {measured} "
                  f"(Thm 3.8: {point['predicted_speedup']:.2f}{priced_words}){left}")
@@ -347,80 +351,4 @@ def theory_markdown(report: dict) -> str:
         cost = "T(n)/T(1) for n = 1…9: " + ", ".join(f"{r:.2f}" for r in m["verify_cost_ratio"][:9])
     lines.append(f"\n{m['model']}, {m['prompts']} prompts, {m['max_new_tokens']} new tokens, greedy, fixed γ; ar: "
                  f"{m['ar_tokens_per_s']:.1f} tok/s; T(1) {m['t1_ms']:.1f} ms; {cost}.")
-    return "\n".join(lines)
-
-
-DEFAULT_BEAM_WIDTHS = (1, 3, 5)
-BEAM_RULES = ("exact", "004")
-
-
-def beam_sweep(model: str = "default", draft: str = "early-exit:4", widths=DEFAULT_BEAM_WIDTHS, rules=BEAM_RULES,
-               max_new_tokens: int = 32, prompts: list[str] | None = None,
-               progress: Callable[[int, int, str], None] | None = None) -> dict:
-    """The reproduction report's Table 3 on this machine: for each beam width k, Hugging Face's beam search
-    on the target and ``beam`` with each rule, on every prompt: tokens/s (and × HF beam search, measured in
-    the same process), the best beam's log-probability under the target, agreement with HF's beam output
-    (identical runs, token agreement) and the best beam's tokens per round (1 + its accepted steps)."""
-    progress = progress or print_progress
-    target = load_cached(model, None, None)
-    texts = prompts if prompts is not None else [p["text"] for p in load_prompts()]
-    ids = [list(target.encode(t)) for t in texts]
-    for rule in rules:  # warm-up: first calls pay for allocations and lazy initialisation
-        decode(target, texts[0], method="beam", draft=draft, beam_width=2, beam_rule=rule, max_new_tokens=4)
-    hf_beam_search(target, ids[0], 2, 4)
-    points, done, total = [], 0, len(widths) * (1 + len(rules))
-    for width in widths:
-        reference, hf_seconds = [], 0.0
-        for prompt_ids in ids:
-            out, seconds = hf_beam_search(target, prompt_ids, width, max_new_tokens)
-            reference.append(out)
-            hf_seconds += seconds
-        hf_tokens = sum(map(len, reference))
-        hf_logprob = statistics.mean(_logprob(target, p, o) for p, o in zip(ids, reference))
-        done += 1
-        points.append({"width": width, "system": "hf-beam", "tokens_per_s": hf_tokens / hf_seconds,
-                       "vs_hf": 1.0, "logprob": hf_logprob, "identical": len(ids), "agreement": 1.0,
-                       "tokens_per_round": None, "wall_s": hf_seconds})
-        progress(done, total, f"[{done}/{total}] k={width} hf-beam: {hf_tokens / hf_seconds:.1f} tok/s")
-        for rule in rules:
-            traces, seconds = [], 0.0
-            for text in texts:
-                start = time.perf_counter()
-                traces.append(decode(target, text, method="beam", draft=draft, beam_width=width, beam_rule=rule,
-                                     max_new_tokens=max_new_tokens))
-                seconds += time.perf_counter() - start
-            tokens = sum(t.summary.new_tokens for t in traces)
-            point = {"width": width, "system": f"beam:{rule}", "tokens_per_s": tokens / seconds,
-                     "vs_hf": tokens / seconds / (hf_tokens / hf_seconds),
-                     "logprob": statistics.mean(_logprob(target, p, list(t.output_ids)) for p, t in zip(ids, traces)),
-                     "identical": sum(list(t.output_ids) == o for t, o in zip(traces, reference)),
-                     "agreement": statistics.mean(token_agreement(list(t.output_ids), o) for t, o in zip(traces, reference)),
-                     "tokens_per_round": tokens / sum(t.summary.rounds for t in traces), "wall_s": seconds}
-            points.append(point)
-            done += 1
-            progress(done, total, f"[{done}/{total}] k={width} beam:{rule}: {point['tokens_per_s']:.1f} tok/s, "
-                     f"{point['vs_hf']:.2f}× hf-beam, {point['identical']}/{len(ids)} identical")
-    return {"points": points, "meta": {"model": model, "draft": draft, "prompts": len(texts),
-                                       "max_new_tokens": max_new_tokens}}
-
-
-def _logprob(target, prompt_ids: list[int], output: list[int]) -> float:
-    """The target's log-probability of ``output`` after the prompt (one forward)."""
-    if not output:
-        return 0.0
-    x = torch.tensor([prompt_ids + output], device=target.device)
-    with torch.inference_mode():
-        logits = target.model(input_ids=x).logits[0, len(prompt_ids) - 1: -1].float().log_softmax(dim=-1)
-    return float(logits.gather(1, torch.tensor(output, device=target.device)[:, None]).sum())
-
-
-def beam_markdown(report: dict) -> str:
-    lines = ["| k | system | tok/s | × HF beam search | best beam's log-probability (mean) | identical to HF | "
-             "token agreement with HF | best beam's tokens per round |", "|" + "---|" * 8]
-    for p in report["points"]:
-        steps = "–" if p["tokens_per_round"] is None else f"{p['tokens_per_round']:.2f}"
-        lines.append(f"| {p['width']} | {p['system']} | {p['tokens_per_s']:.1f} | {p['vs_hf']:.2f} | {p['logprob']:.2f} "
-                     f"| {p['identical']}/{report['meta']['prompts']} | {p['agreement']:.2f} | {steps} |")
-    m = report["meta"]
-    lines.append(f"\n{m['model']} with {m['draft']}, {m['prompts']} prompts, {m['max_new_tokens']} new tokens, greedy.")
     return "\n".join(lines)

@@ -10,7 +10,8 @@ import json
 import pytest
 
 import explorer
-from explorer import bench, cli, sweep
+from explorer import bench, beam_sweep, cli
+from explorer.hf_systems import hf_beam_search
 from explorer.methods.beam import TargetBeams
 from explorer.viz.views.beam import beam_nodes, beam_tree_figure
 
@@ -23,7 +24,7 @@ def test_the_exact_rule_is_hugging_face_beam_search(default_model, width):
     for prompt in PROMPTS:
         t = explorer.decode(default_model, prompt, method="beam", draft="early-exit:4", beam_width=width,
                             max_new_tokens=20)
-        hf, _ = sweep.hf_beam_search(default_model, list(t.prompt_ids), width, 20)
+        hf, _ = hf_beam_search(default_model, list(t.prompt_ids), width, 20)
         assert list(t.output_ids) == hf
         ended += t.summary.stop_reason == "eos"
         assert explorer.load_trace(t.to_json()) == t
@@ -38,7 +39,7 @@ def test_the_exact_rule_is_beam_search_on_tiny_models_with_a_model_draft(tiny_ta
             for width in (2, 4):
                 t = explorer.decode(tiny_target, prefix, method="beam", draft=draft, beam_width=width, gamma=3,
                                     max_new_tokens=12)
-                hf, _ = sweep.hf_beam_search(tiny_target, list(t.prompt_ids), width, 12)
+                hf, _ = hf_beam_search(tiny_target, list(t.prompt_ids), width, 12)
                 assert list(t.output_ids) == hf, (draft, prefix, width)
                 kinds += [k for r in t.rounds for k in r.detail["beam"]["kinds"]]
     assert {"accepted", "corrected", "bonus"} <= set(kinds)
@@ -153,12 +154,12 @@ def test_hugging_face_rules_finish_a_beam_on_its_end_token():
 
 
 def test_the_beam_sweep_and_its_cli(default_model, capsys, tmp_path):
-    report = sweep.beam_sweep("default", "early-exit:4", (2,), max_new_tokens=8, prompts=[PROMPTS[1]],
+    report = beam_sweep.beam_sweep("default", "early-exit:4", (2,), max_new_tokens=8, prompts=[PROMPTS[1]],
                               progress=lambda *a: None)
     rows = {p["system"]: p for p in report["points"]}
     assert set(rows) == {"hf-beam", "beam:exact", "beam:004"}
     assert rows["beam:exact"]["identical"] == 1 and rows["beam:exact"]["logprob"] == pytest.approx(rows["hf-beam"]["logprob"])
-    assert "| 2 | beam:exact |" in sweep.beam_markdown(report)
+    assert "| 2 | beam:exact |" in beam_sweep.beam_markdown(report)
     assert cli.main(["run", "--prompt", PROMPTS[1], "--method", "beam", "--draft", "early-exit:4", "--beam-width", "2",
                      "--max-new-tokens", "6", "--raw"]) == 0
     assert cli.main(["sweep", "beam", "--width", "0", "--out", str(tmp_path / "s.json")]) == 2

@@ -61,9 +61,11 @@ def handle(args) -> int:
         widths = floats(args.width, "--width")
         if any(w != int(w) or not 1 <= w <= 8 for w in widths):
             raise ExplorerError("--width must be whole numbers from 1 to 8")
-        report = sweep.beam_sweep(args.model, args.draft, tuple(int(w) for w in widths), max_new_tokens=args.max_new_tokens,
-                                  prompts=prompts)
-        table = sweep.beam_markdown(report)
+        from ..beam_sweep import beam_markdown, beam_sweep
+
+        report = beam_sweep(args.model, args.draft, tuple(int(w) for w in widths), max_new_tokens=args.max_new_tokens,
+                            prompts=prompts)
+        table = beam_markdown(report)
     elif args.what == "lenience":
         report = sweep.lenience_sweep(args.model, args.draft, floats(args.lenience, "--lenience"), args.max_new_tokens,
                                       args.temperature, prompts)

@@ -54,16 +54,17 @@ class CompareView:
     against: gr.Radio
     plot: gr.Plot
     table: gr.Markdown
+    shipped: gr.Dropdown  # which shipped benchmark is shown: none while another report is
 
     def outputs(self) -> list:
-        return [self.report, self.against, self.plot, self.table]
+        return [self.report, self.against, self.plot, self.table, self.shipped]
 
     def show(self, report: dict) -> dict:
         """Updates that put ``report`` (a race's, your runs') in the Compare view, over our ar; it passes
         the same checks as an uploaded report first."""
         report = load_bench_report(json.dumps(report))
         figure, table = _compare_outputs(report, "our ar")
-        return {self.report: report, self.against: "our ar", self.plot: figure, self.table: table}
+        return {self.report: report, self.against: "our ar", self.plot: figure, self.table: table, self.shipped: None}
 
 
 def compare_section() -> CompareView:
@@ -95,18 +96,18 @@ def compare_section() -> CompareView:
         report = benchmarks.get(name)  # only a file that ships: the menu's value comes from the browser
         return report, *_compare_outputs(report, against_label)
 
-    def uploaded(data, report, against_label):
+    def uploaded(data, report, against_label, name):
         try:
-            report = load_bench_report(data)
+            report, name = load_bench_report(data), None  # the menu names no shipped file while an upload shows
         except ExplorerError as err:
             gr.Warning(html.escape(one_line(err)))  # toasts render HTML; the message may quote the upload
-        return report, *_compare_outputs(report, against_label)
+        return report, *_compare_outputs(report, against_label), name
 
     against.change(redraw, inputs=[report_state, against], outputs=[plot, markdown], api_visibility="private")
     chosen.input(pick, inputs=[chosen, against], outputs=[report_state, plot, markdown], api_visibility="private")
-    upload.upload(uploaded, inputs=[upload, report_state, against], outputs=[report_state, plot, markdown],
-                  api_visibility="private")
-    return CompareView(report_state, against, plot, markdown)
+    upload.upload(uploaded, inputs=[upload, report_state, against, chosen],
+                  outputs=[report_state, plot, markdown, chosen], api_visibility="private")
+    return CompareView(report_state, against, plot, markdown, chosen)
 
 
 def parse_numbers(text: str, name: str) -> tuple[float, ...]:
