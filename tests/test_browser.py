@@ -80,7 +80,8 @@ def test_run_watch_and_step_through_rounds(page):
     expect_method_view(page, "acceptance-positions")  # acceptance by draft position, accepted-length histogram
     expect(page.locator("#view-acceptance-positions")).to_contain_text("Acceptance by draft position")
     trace = download_trace(page)
-    assert trace.method == "speculative" and trace.draft == "prompt-lookup:3" and trace.summary.new_tokens == 32
+    # the page opens on its headline: the target's own 4-bit weights drafting (#48)
+    assert trace.method == "quantized" and trace.draft == "int4" and trace.summary.new_tokens == 32
     # it opens on its first refusal: the output up to that round plus the round's refused drafts
     opening = trace.rounds[viz.opening_round(trace)]
     assert opening.rejected_at is not None or not any(r.rejected_at is not None for r in trace.rounds)
@@ -146,7 +147,7 @@ def test_run_watch_and_step_through_rounds(page):
     open_tab(page, "compare")  # this session's runs, against their baselines, in the Compare view
     page.click("#my-runs")
     if compared:
-        expect(page.locator("#compare-table")).to_contain_text("run 1: speculative prompt")
+        expect(page.locator("#compare-table")).to_contain_text("run 1: quantized")
         expect(page.locator("#my-runs-words")).to_contain_text("1 of your runs")
     else:  # weighed against plain decoding timed at another pace: left out, and said so
         expect(page.locator("#my-runs-words")).to_contain_text("the machine's pace changed")
@@ -342,11 +343,13 @@ def test_upload_replays_a_trace_and_a_bad_file_keeps_it(page, tmp_path):
 def test_bad_values_get_one_whole_line_and_the_page_keeps_working(page):
     page.click("#stop")  # nothing running: a word under what the status showed, not a bare "Error"
     wait_status(page, "Nothing is running", timeout=10_000)
-    assert status(page).startswith("Ready.") and "Error" not in status(page)
+    assert status(page).startswith("Ready") and "Error" not in status(page)
     page.click("#stop")
     page.wait_for_timeout(500)
     assert status(page).count("Nothing is running") == 1
 
+    page.locator("#method input").click()  # the page opens on quantized, which takes only int4 or int8
+    page.get_by_role("option", name="speculative", exact=True).click()
     page.locator("#draft input").fill("banana:3")
     page.locator("#draft input").press("Enter")
     page.click("#run")
@@ -449,6 +452,8 @@ def test_a_hierarchical_run_draws_one_lane_per_model(page):
 
 
 def test_beam_search_draws_its_tree_and_says_which_rule_is_exact(page):
+    page.locator("#draft input").fill("prompt-lookup:3")  # a copied draft, which the exact rule cannot verify
+    page.locator("#draft input").press("Enter")
     page.locator("#method input").click()
     page.get_by_role("option", name="beam", exact=True).click()
     expect(page.locator("#draft input")).to_have_value("early-exit:4")  # the exact rule needs distributions

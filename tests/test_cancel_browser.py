@@ -60,6 +60,8 @@ def test_a_closed_pages_download_link_stops_answering(chromium):
     page.locator("#model input").fill("tiny-random")
     page.locator("#model input").press("Enter")
     page.locator("#prompt textarea").fill("abc")
+    page.locator("#method input").click()  # the page opens on quantized, which drafts with int4 or int8 only
+    page.get_by_role("option", name="speculative", exact=True).click()
     page.locator("#draft input").fill("model:tiny-random:2:1")
     page.locator("#draft input").press("Enter")
     page.click("#run")
@@ -96,6 +98,8 @@ def test_a_closed_pages_gradio_state_goes(chromium):
     page.locator("#model input").fill("tiny-random")
     page.locator("#model input").press("Enter")
     page.locator("#prompt textarea").fill("abc")
+    page.locator("#method input").click()  # the page opens on quantized, which drafts with int4 or int8 only
+    page.get_by_role("option", name="speculative", exact=True).click()
     page.locator("#draft input").fill("model:tiny-random:2:1")
     page.locator("#draft input").press("Enter")
     page.click("#run")

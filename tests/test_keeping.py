@@ -54,7 +54,7 @@ def test_a_ratio_timed_at_another_pace_is_withheld_and_said(three):
     k = Keeping(paced(drafting, 60.0, (6.0, 6.2, 5.9)), paced(alone, 90.0), paced(plain, 30.0))
     shown = keeping_html(k)
     assert "×2.00" not in shown and "× withheld" in shown and "×3.00 plain decoding" in shown
-    assert "Speeds not compared for the drafting run" in keeping_words(k)
+    assert "Not weighed against plain decoding: the drafting run (the machine was busy" in keeping_words(k)
     assert "data-drafting='withheld'" in shown
 
 
@@ -112,3 +112,15 @@ def test_after_a_run_the_page_is_free_and_the_comparison_is_drawn_or_ended_by_a_
     assert handlers.ran(request) == {"__type__": "update"}  # a run of this session is still under way: Run stays
     assert handlers.ran(request).interactive is True
     assert CLICKS.latest("keeping-test") == 0  # forgotten once no run is open
+
+
+def test_choosing_the_copy_alone_marks_the_banner_lossy():
+    """#48: with the copy's role set to alone the banner still read as a lossless method's."""
+    demo = layout.build_demo()
+    handlers = next(f.fn for f in demo.fns.values() if getattr(f, "name", None) == "run").__wrapped__.__self__
+    page = handlers.page
+    values = {c: c.value for c in page.run_inputs()} | {page.method: "quantized"}
+    values[page.options.controls["quantized_role"]] = "alone"
+    assert "Lossy method" in handlers.options_changed(values)[page.banner]
+    values[page.options.controls["quantized_role"]] = "draft"
+    assert "Lossy method" not in handlers.options_changed(values)[page.banner]

@@ -89,12 +89,12 @@ def wait_done(page, said: str = "tokens/s") -> None:
 
 
 def test_the_drafter_menu_and_the_examples_offer_what_ships(browser, url):
-    """#42 items 2, 6 and 7: on a phone, the factual-QA example drafts with a shipped exit, the menu lists every
+    """#42 items 2, 6 and 7: on a phone, the chat example drafts with a shipped exit, the menu lists every
     shipped exit and one untrained exit named so, the chosen value shows whole, no internal file name shows, and
     an exit that does not ship names the ones that do."""
     context, page = new_page(browser, url, PHONE)
-    page.get_by_role("button", name="factual QA").click()
-    expect(page.locator("#draft input")).to_have_value("early-exit:12")
+    page.get_by_role("button", name="chat").click()
+    expect(page.locator("#draft input")).to_have_value("early-exit:8")
     page.locator("#draft input").click()
     offered = page.locator("#draft [role=option]").all_inner_texts()
     exits = [o.replace("✓", "").strip() for o in offered if "early-exit" in o]  # ✓ marks the chosen one
@@ -198,7 +198,7 @@ def test_a_phone_shows_dropdown_values_and_the_whole_accept_table(browser, url):
     """#42 items 6 and 7: at 390 px the race's lanes show their systems whole, Understand's accept/reject table
     keeps its verdict column in view, and a one-prompt race's figure says "1 prompt × 1 repeat"."""
     context, page = new_page(browser, url, PHONE)
-    run_and_wait(page, 16)  # the first example: prompt lookup drafts, some refused
+    run_and_wait(page, 16)  # the first example: the 4-bit copy drafts, one refused where the copy parts
     open_tab(page, "understand")
     verdicts = page.evaluate("""() => [...document.querySelectorAll('#guided-round td[class^=verdict]')].map(td => {
         const r = td.getBoundingClientRect(), t = td.closest('table').getBoundingClientRect();

@@ -76,6 +76,20 @@ class Controls(Showing):
                 updates[p.status] = viz.safe_markdown("".join(said).strip())
         return updates
 
+    def options_changed(self, values: dict) -> dict:
+        """A method's option changed: the banner says whether a run with these options is lossy (the copy's role
+        *alone* made ``quantized`` lossy while the banner still called it lossless, #48)."""
+        p = self.page
+        method = values.get(p.method)
+        chosen = methods.discover().get(method)
+        if chosen is None:
+            return {}
+        try:
+            lossy = chosen.is_lossy(chosen.make_options(p.options.keywords(method, values)))
+        except (explorer.ExplorerError, TypeError, ValueError):  # a value still being typed: the run will say
+            return {}
+        return {p.banner: viz.method_banner(method, chosen.summary, lossy)}
+
     def use_pair(self, name: str = GPU_PAIR) -> dict:
         """A model pair (``explorer.pairs``) on the page: its target, speculative decoding with its first draft and
         its γ, and why drafting pays there in the status."""

@@ -294,6 +294,8 @@ def _wire(p: Page, h: Handlers) -> None:
                        trigger_mode="always_last", **quiet)
     p.method.change(h.method_changed, inputs=[p.method, p.model, p.draft, p.gamma, p.controller],
                     outputs=[p.banner, p.draft, p.controller, p.gamma, p.status, *p.options.boxes.values()], **quiet)
+    for control in p.options.controls.values():  # an option that makes a run lossy (or not) shows in the banner
+        control.change(h.options_changed, inputs={p.method, *p.options.components()}, outputs=[p.banner], **quiet)
     p.pair_btn.click(h.use_pair, outputs=[p.model, p.method, p.draft, p.gamma, p.status], **quiet)
     p.upload.upload(h.upload, inputs=[p.upload, *theory_inputs], outputs=[*p.everything(), p.trace_note], **quiet)
     gr.api(gated(h.api_decode), api_name="decode", concurrency_limit=DECODE_CONCURRENCY, concurrency_id="decode")

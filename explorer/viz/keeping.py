@@ -125,13 +125,14 @@ def keeping_words(k: Keeping) -> str:
     else:
         lost = "its text is not the target's distribution"
     if drafting is None or alone is None:
-        missing = [name for name, trace, ratio in (("the drafting run", k.drafting, drafting),
-                                                     ("the copy alone", k.alone, alone)) if ratio is None]
-        why = speedup_doubt(k.drafting if drafting is None else k.alone, k.plain)
-        return (f"Speeds not compared for {' and '.join(missing)}: "
-                + (why.short if why is not None else "no steady measurement")
-                + f". What stands: the copy alone needs no target and {lost}; drafting with it, {passes}, so every "
-                "token is the target's.")
+        missing = []
+        for name, trace, ratio in (("the drafting run", k.drafting, drafting), ("the copy alone", k.alone, alone)):
+            if ratio is None:
+                doubt = speedup_doubt(trace, k.plain)
+                missing.append(f"{name} ({doubt.short.split(';')[0] if doubt else 'not measured'})")
+        return (f"Not weighed against plain decoding: {' and '.join(missing)}; the race in Compare measures them "
+                f"side by side. What stands: the copy alone needs no target and {lost}; drafting with it, {passes}, "
+                "so every token is the target's.")
     if drafting >= alone:
         cost = f"Keeping the target's text cost nothing here: drafting ran ×{drafting:.2f} plain decoding, the copy " \
                f"alone ×{alone:.2f}."
