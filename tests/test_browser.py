@@ -518,6 +518,9 @@ def test_every_tab_at_desktop_and_phone_width(browser, url):
     page.click("#run")
     if wait_compared(page):
         expect(page.locator("#why-speed")).to_contain_text("plain steps")
+    # the first run's headline: the 4-bit copy alone and plain decoding beside it (measured after the run)
+    page.wait_for_function("() => document.querySelectorAll('#keeping-cost .keep-row').length === 3",
+                           timeout=DECODE_TIMEOUT_MS)
     open_tab(page, "audit")
     set_number(page, "audit-runs", 30)
     page.click("#audit-run")

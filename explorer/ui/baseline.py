@@ -100,30 +100,28 @@ class BaselineCache:
 
 
 class CompanionCache:
-    """Finished runs that stand beside a run on the page (the 4-bit copy alone beside ``quantized``, and the reverse),
-    by (``baseline_key``, their system name), with the machine's pace when they ran: like plain decoding, a cached
-    one is used only while the machine keeps that pace (``PACE_TOLERANCE``)."""
+    """What stands beside a run on the page (``ui.comparing``: the 4-bit copy drafting and alone, raced with plain
+    decoding), by (``baseline_key``, a name), with the machine's pace when it ran: like plain decoding, used only
+    while the machine keeps that pace (``PACE_TOLERANCE``)."""
 
     def __init__(self, capacity: int = CAPACITY):
         self.capacity = capacity
         self._entries: OrderedDict[tuple, Baseline] = OrderedDict()
         self._lock = threading.Lock()
 
-    def fresh(self, run, system: str, speed_ms: float):
-        """The cached run of ``system`` on ``run``'s prompt and settings, if the machine's pace is about what it was
+    def fresh(self, run, name: str, speed_ms: float):
+        """What was kept under ``name`` for ``run``'s prompt and settings, if the machine's pace is about what it was
         then; else None."""
         with self._lock:
-            entry = self._entries.get((baseline_key(run), system))
+            entry = self._entries.get((baseline_key(run), name))
         if entry is None or entry.speed_ms is None or not 1 / PACE_TOLERANCE <= speed_ms / entry.speed_ms <= PACE_TOLERANCE:
             return None
         return entry.trace
 
-    def put(self, system: str, trace, speed_ms: float | None) -> None:
-        if trace.summary.stop_reason == "stopped":
-            return
+    def put(self, run, name: str, value, speed_ms: float | None) -> None:
         with self._lock:
-            key = (baseline_key(trace), system)
-            self._entries[key] = Baseline(trace, speed_ms, time.time())
+            key = (baseline_key(run), name)
+            self._entries[key] = Baseline(value, speed_ms, time.time())
             self._entries.move_to_end(key)
             while len(self._entries) > self.capacity:
                 self._entries.popitem(last=False)

@@ -1,9 +1,9 @@
 """After a run: what it is weighed against, measured fairly while the page stays free.
 
 Plain decoding on the run's prompt and settings (unless one is cached at the machine's current pace), and for a
-``quantized`` run the same 4-bit copy in its other role (the copy alone beside the drafting run, or the reverse):
-"what keeping the text costs" (``viz.keeping``). The two run as lanes of a race (``explorer.race``): they take
-turns on the CPU, so load that comes and goes falls on both alike, and each records the machine's pace.
+``quantized`` run "what keeping the text costs" (``viz.keeping``): plain decoding, the 4-bit copy drafting and the
+copy alone, as the lanes of one race (``explorer.race``). They take turns on the CPU, so load that comes and goes
+falls on all of them alike, and each records the machine's pace.
 
 The page stays free meanwhile: Run is enabled again as soon as the run's own rounds end, and a new run ends this
 measurement between two of its rounds (``CLICKS``), where it used to keep Run grey for 40–100 s (#48); the status
@@ -62,44 +62,49 @@ class Clicks:
 CLICKS = Clicks()
 
 
-def companion_system(trace) -> str | None:
-    """The race system of the run that stands beside ``trace`` in "what keeping the text costs": the same copy in
-    its other role (None for every run but a finished, greedy or sampled, ``quantized`` one)."""
+def systems_for(trace) -> tuple[str, str] | None:
+    """The race systems of "what keeping the text costs" for ``trace``: (the copy drafting, the copy alone), with the
+    run's own draft, controller and γ; None for every run but a finished ``quantized`` one."""
     if trace.method != "quantized" or not trace.rounds or str(trace.draft) not in ("int4", "int8"):
         return None
-    if copy_alone(trace):
-        s = trace.settings
-        return f"quantized:{trace.draft}/{s.controller}@{s.gamma}" if s.controller and s.gamma else \
-            f"quantized:{trace.draft}"
-    return f"quantized:{trace.draft}:alone"
+    s = trace.settings
+    drafting = f"quantized:{trace.draft}" + (f"/{s.controller}@{s.gamma}" if s.controller and s.gamma else "")
+    return drafting, f"quantized:{trace.draft}:alone"
+
+
+def companion_system(trace) -> str | None:
+    """The race system of the run that stands beside ``trace``: the same copy in its other role."""
+    systems = systems_for(trace)
+    return None if systems is None else systems[0] if copy_alone(trace) else systems[1]
 
 
 class Comparing(Showing):
     """The measurement after a run, and the view it fills."""
 
     def _compare(self, trace, baseline, which: str, theory_args, session: str, mine: int):
-        """Measure what the run still needs (plain decoding, its companion) as race lanes, then draw the comparison.
+        """Measure what the run is weighed against as race lanes, then draw the comparison: plain decoding when no
+        cached one matches; for a ``quantized`` run, plain decoding, the copy drafting and the copy alone, all three
+        lanes of one race (unless a race of them at this pace is cached), so that the view's speeds were taken alike.
         ``mine``: the click that started this run (``CLICKS``); ``theory_args``: the theory sliders (α, c, ĉ)."""
         p = self.page
         if CLICKS.latest(session) != mine:  # a newer run was asked for before this one finished: it owns the page
             return
-        companion = companion_system(trace)
+        systems = systems_for(trace)
         pace = trace.pace_ms[-1] if trace.pace_ms else None
-        other = COMPANIONS.fresh(trace, companion, pace) if companion and pace else None
-        need_plain, need_other = baseline is None, companion is not None and other is None
-        timed = ("the run as it decoded; plain decoding and its companion measured earlier on these settings, with "
-                 "the machine at the same pace")
-        if need_plain or need_other:
-            names = [n for n, needed in (("plain decoding", need_plain), (_words(companion), need_other)) if needed]
-            lanes = race.start(trace.model, None, [companion] if need_other else [], prompt_ids=list(trace.prompt_ids),
+        kept = COMPANIONS.fresh(trace, systems[1], pace) if systems and pace else None
+        if baseline is None or (systems is not None and kept is None):
+            lanes_for = list(systems) if systems is not None and kept is None else []
+            names = ["plain decoding"] + [_words(n) for n in lanes_for]
+            lanes = race.start(trace.model, None, lanes_for, prompt_ids=list(trace.prompt_ids),
                                temperature=trace.settings.temperature, top_k=trace.settings.top_k,
                                top_p=trace.settings.top_p, max_new_tokens=trace.settings.max_new_tokens,
                                seed=trace.settings.seed, chat=trace.settings.chat, dtype=trace.dtype,
-                               device=trace.device, session=None, plain=need_plain)
+                               device=trace.device, session=None)
             shown = time.perf_counter()
-            if need_other and CLICKS.latest(session) == mine:  # the view says what is coming while it is measured
-                yield {p.keeping: gr.HTML(keeping_html(None, f"◷ Measuring {' and '.join(names)} on this prompt and "
-                                                             "settings, taking turns on the CPU…"), visible=True)}
+            if lanes_for and CLICKS.latest(session) == mine:  # the view says what is coming while it is measured
+                yield {p.keeping: gr.HTML(keeping_html(None, f"◷ Racing {', '.join(names[:-1])} and {names[-1]} on "
+                                                             "this prompt and settings, taking turns on the CPU…"),
+                                          visible=True)}
             for _ in race.steps(lanes):
                 if CLICKS.latest(session) != mine:
                     return
@@ -109,23 +114,20 @@ class Comparing(Showing):
                     return
                 if time.perf_counter() - shown >= SHOW_EVERY_S:
                     shown = time.perf_counter()
-                    done = " and ".join(f"{n} {sum(len(r.emitted) for r in lane.decoding.rounds)} / "
-                                        f"{trace.settings.max_new_tokens} tokens" for n, lane in zip(names, lanes))
+                    done = ", ".join(f"{n} {sum(len(r.emitted) for r in lane.decoding.rounds)} / "
+                                     f"{trace.settings.max_new_tokens} tokens" for n, lane in zip(names, lanes))
                     yield {p.status: f"{viz.run_summary(trace, baseline)}\n\n◷ Measuring {' and '.join(names)} on the "
                                      f"same prompt and settings{', taking turns on the CPU' if len(lanes) > 1 else ''}:"
                                      f" {done}. {FREE}"}
             traces = [lane.decoding.trace() for lane in lanes]
-            if need_plain:
+            if baseline is None:
                 BASELINES.put(traces[0], traces[0].pace_ms[0] if traces[0].pace_ms else None)
                 baseline = BASELINES.get(trace)
                 which = ("Compared with plain decoding measured right after this run, on the same prompt and settings"
-                         + (f", taking turns with {_words(companion)}." if need_other else "."))
-            if need_other:
-                other = traces[-1]
-                COMPANIONS.put(companion, other, other.pace_ms[0] if other.pace_ms else None)
-            timed = ("the run as it decoded; " + " and ".join(names) + " right after it"
-                     + (", taking turns on the CPU (as the race's lanes do)" if len(lanes) > 1 else "")
-                     + ("; plain decoding earlier on these settings, at the same pace" if not need_plain else ""))
+                         + (", as one lane of a race with the 4-bit copy drafting and alone." if lanes_for else "."))
+            if lanes_for:
+                kept = Keeping(traces[1], traces[2], traces[0], RACED)
+                COMPANIONS.put(trace, systems[1], kept, traces[0].pace_ms[0] if traces[0].pace_ms else None)
         updates = {
             p.latency: viz.latency_figure(trace, baseline),
             p.theory: viz.theory_figure(*theory_args, trace, baseline),
@@ -133,10 +135,13 @@ class Comparing(Showing):
             p.why: viz.speed_explanation(trace, baseline, self._others(trace, session)),
             p.audit: audit_words(trace, baseline),
         }
-        if companion is not None and baseline is not None and other is not None:
-            pair = (other, trace) if copy_alone(trace) else (trace, other)
-            updates[p.keeping] = gr.HTML(keeping_html(Keeping(*pair, baseline, timed)), visible=True)
+        if kept is not None:
+            updates[p.keeping] = gr.HTML(keeping_html(kept), visible=True)
         yield updates
+
+
+RACED = ("all three right after the run, as the lanes of one race taking turns on the CPU (the status's figure is the "
+         "run itself, as it decoded, against plain decoding)")
 
 
 def _words(system: str | None) -> str:

@@ -6,8 +6,8 @@ token (lossless, and most of the speed kept, since one pass checks a whole draft
 one prompt and settings side by side: their speed, what each ratio to plain decoding is worth (the rule of every
 ratio of times, ``trust``: withheld where the machine's pace moved, never printed where impossible), how much of
 the target's text the copy alone kept and where it first departs, and, in words from these numbers, what keeping
-the text cost. Plain decoding and the copy alone are timed taking turns on the CPU after the run (``explorer.race``),
-so load that comes and goes falls on both alike.
+the text cost. The three are timed as the lanes of one race right after the run, taking turns on the CPU
+(``explorer.race``), so load that comes and goes falls on all of them alike.
 """
 
 from __future__ import annotations
@@ -33,8 +33,7 @@ class Keeping:
     drafting: object
     alone: object
     plain: object
-    timed: str = ("the run as it decoded; plain decoding and the copy alone right after it, taking turns on the CPU "
-                  "(as the race's lanes do)")
+    timed: str = "as the lanes of one race, taking turns on the CPU"
 
 
 def keeping_html(k: Keeping | None, waiting: str = "") -> str:

@@ -109,7 +109,9 @@ def beam_tree_figure(trace, round_index: int) -> go.Figure:
         more = f"; then {after['rounds']} more search rounds ruled out the other beams" if after else ""
         round_words = f"<br><sup>shaded: round {round_index + 1}, {_kinds_words(kinds)}{more}</sup>"
     fig.update_layout(xaxis={"title": {"text": "tokens generated (beam length)"}, "rangemode": "tozero"},
-                      yaxis={"title": {"text": "rank in its step (0 = best)"}, "autorange": "reversed", "dtick": 1},
+                      # room above rank 0 and below the last rank for the best beam's words (written above and below)
+                      yaxis={"title": {"text": "rank in its step (0 = best)"}, "dtick": 1,
+                             "range": [max(p["y"] for p in points) + 0.7, -0.8]},
                       hovermode="closest")
     rule = (trace.settings.options or {}).get("rule", "exact")
     width = (trace.settings.options or {}).get("width", "?")
