@@ -37,7 +37,7 @@ from .errors import ExplorerError
 from .limits import clip
 from .models import quiet_transformers
 from .pace import probe_ms
-from .progress import left_after, print_progress, time_left
+from .progress import left_after, print_progress
 from .quality import token_agreement
 from .shipped import ASSETS
 from .words import plural
@@ -171,15 +171,12 @@ def _run(model, systems, repeats, max_new_tokens, temperature, gamma, controller
         return list(trace.output_ids), time.perf_counter() - start, trace
 
     total, done = repeats * len(ids) * len(chosen), 0
-    started = time.perf_counter()
-    warm_tokens = 0
-    for system in chosen:  # warm-up: first calls pay for allocations and lazy initialisation
-        warm_tokens += len(once(system, ids[0], 8)[0])
-    # what the whole run will take, from this machine's pace in the warm-up (its first calls included: an upper
-    # guess, corrected after every run below)
-    guess = (time.perf_counter() - started) / max(1, warm_tokens) * total * max_new_tokens
-    progress(0, total, f"{plural(total, 'run')} of up to {max_new_tokens} tokens: {time_left(guess)} at the pace "
-             "of the warm-up")
+    for system in chosen:  # warm-up: first calls pay for allocations, lazy initialisation and one-time builds
+        once(system, ids[0], 8)
+    # no guess before anything is timed: the warm-up holds one-time work (the 4-bit copy, compiles), which made
+    # a warm-up-based guess 15 min for a 3 min run; every run's line gives the time left from the runs so far
+    progress(0, total, f"{plural(total, 'run')} of up to {max_new_tokens} tokens; the time left follows each run, "
+             "from this machine's pace")
     max_tokens = max([gamma] + [s.gamma for s in chosen]) + 2
     curve = verify_cost_curve(target, max_tokens=max_tokens)
     raw_curve = raw_cost_curve(target, max_tokens=max_tokens) or curve

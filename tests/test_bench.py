@@ -37,8 +37,8 @@ def test_bench_rows(default_model):
     assert rows["ar"]["ms_per_token"]["draft"] < 0.1 * rows["ar"]["ms_per_token"]["verify"]
     assert rows["speculative:early-exit:4/cost-aware"]["ms_per_token"]["draft"] > rows["ar"]["ms_per_token"]["draft"]
     assert rows["hf-generate"]["ms_per_token"] is None
-    # the wait, from the warm-up's pace, then each run's line with the time left from the runs so far (#48)
-    assert len(lines) == 1 + 2 * len(prompts) * 5 and "at the pace of the warm-up" in lines[0]
+    # how many runs, then each run's line with the time left from the runs so far (#48)
+    assert len(lines) == 1 + 2 * len(prompts) * 5 and "the time left follows each run" in lines[0]
     assert "tok/s" in lines[1] and " left" in lines[1] and " left" not in lines[-1]
     ratios = report["meta"]["verify_cost_ratio"]
     assert ratios[0] == 1.0 and ratios == sorted(ratios)

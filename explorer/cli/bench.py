@@ -39,8 +39,7 @@ def add_parser(sub) -> None:
                        help="shipped: the 10 prompts the page offers (assets/prompts.json); heldout: 10 of the prompt "
                             "bank's held-out prompts, one per kind (nothing was trained or tuned on them)")
     bench.add_argument("--quick", action="store_true", help="one prompt per category, 24 tokens, 1 repeat: the shortest "
-                       "run that checks every system (how long it takes is printed once the warm-up has measured this "
-                       "machine's pace, and corrected after every run)")
+                       "run that checks every system (every run's line gives the time left, from this machine's pace)")
     bench.add_argument("--out", default="bench.json", help="JSON report (default bench.json)")
     bench.add_argument("--markdown", help="also write the markdown table to this file")
     bench.set_defaults(handler=handle)
