@@ -54,3 +54,10 @@ def test_the_status_latency_and_why_this_speed_say_what_wrote_the_text(runs):
     names = {t.name for t in latency.data}
     assert "4-bit copy step (ms)" in names and "verify (ms)" not in names and "draft (ms)" not in names
     assert any("4-bit copy alone, lossy" in (t.name or "") for t in latency.data)
+
+
+def test_the_trace_and_the_status_say_the_copy_wrote_the_text_alone(runs):
+    alone, plain = runs
+    assert "the copy alone, no target checks its text" in alone.draft_about  # in the trace file itself
+    status = viz.run_summary(alone, plain)
+    assert "What wrote the text: int4: the copy alone, no target checks its text" in status and "Draft used" not in status

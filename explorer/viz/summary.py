@@ -90,7 +90,7 @@ def draft_line(trace) -> str:
         return ""
     # its first clause in words; how it runs (kernels, shortlists, compiled layers) folded, on demand (#48)
     head, how = first_clause(about)
-    line = f"\n\nDraft used: {safe_markdown(head)}"
+    line = f"\n\n{'Draft used' if writer(trace).checked else 'What wrote the text'}: {safe_markdown(head)}"
     if how:
         line += f"\n\n<details class='draft-how'><summary>how it runs</summary>{html.escape(how)}</details>"
     if "untrained" in about:

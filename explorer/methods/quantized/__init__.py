@@ -56,7 +56,10 @@ def start(request: Request, options: QuantizedOptions):
         raise ExplorerError(f"quantized with role alone decodes with int4 or int8, not {clip(spec, 40)}")
     copy = lowbit_copy(request.target, spec)
     runner = CachedForward(copy.decoder, request.target.device)
-    return run_speculative(request, None, "quantized", runner=runner, draft=(spec, copy.about()))
+    # the trace names what wrote its text: the copy by itself, no draft and no target (#48)
+    bits, _, how = copy.about().partition(": ")
+    return run_speculative(request, None, "quantized", runner=runner,
+                           draft=(spec, f"{bits}: the copy alone, no target checks its text: {how}"))
 
 
 def _system(rest: str) -> dict:
