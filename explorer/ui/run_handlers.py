@@ -146,6 +146,7 @@ class Running(Comparing):
             BASELINES.put(baseline)
         updates = self._finished(trace, baseline, alpha, c, c_hat, session,
                                  which="Compared with plain decoding run right after it on the same GPU, in the same call.")
+        updates[p.keeping] = gr.HTML(visible=False)  # the copy's race runs on the CPU's page only (``comparing``)
         updates[p.status] = (f"Decoded on a ZeroGPU GPU ({trace.device}); the call took {time.perf_counter() - started:.1f} "
                              f"s with the wait. Its rounds play here from the first (Pause stops them).\n\n"
                              f"{updates[p.status]}")
