@@ -103,7 +103,7 @@ def speed_explanation(trace, baseline=None, others=()) -> str:
         return _copy_alone(trace, baseline)
     head = "**Why this speed.**"
     decided = drivers(trace)
-    versus = against_others(trace, others)
+    versus = against_others(trace, baseline, others)
     cost = round_cost(trace, baseline)
     if cost is None:
         if s.stop_reason == "stopped":
@@ -186,11 +186,11 @@ def drivers(trace) -> str:
     return "What decided it: " + "; ".join(words) + f". {why}"
 
 
-def against_others(trace, others) -> str:
+def against_others(trace, baseline, others) -> str:
     """Why this run was faster or slower than this session's runs of other methods on the same prompt and settings
     (``others``: (trace, baseline) pairs, newest last; at most three methods, each its newest run), from the same
     three numbers; their speeds are compared only where each ratio to plain decoding can be trusted."""
-    mine = measured_speedup(trace, _baseline_of(trace, others))
+    mine = measured_speedup(trace, baseline)
     lines = []
     seen = set()
     for other, base in reversed(list(others)):
@@ -214,10 +214,6 @@ def against_others(trace, others) -> str:
         if len(seen) == 3:
             break
     return ("**Against your other runs of this prompt.**\n" + "\n".join(lines)) if lines else ""
-
-
-def _baseline_of(trace, others):
-    return next((base for other, base in others if other is trace), None)
 
 
 def _because(ours, theirs, faster: bool) -> str:
