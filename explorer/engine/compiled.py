@@ -338,12 +338,11 @@ def _weights(shape: LayerShape, generator=None) -> list[torch.Tensor]:
     outs = [(shape.heads + 2 * shape.kv_heads) * shape.head_dim, shape.hidden, 2 * shape.inner, shape.hidden]
     ins = [shape.hidden, shape.heads * shape.head_dim, shape.hidden, shape.inner]
     dense = [torch.randn(o, i, generator=generator) * i ** -0.5 for o, i in zip(outs, ins)]
-    if shape.family in ("int4", "int8"):
-        build = lowbit.LowBitLinear.int4 if shape.family == "int4" else lowbit.LowBitLinear.int8
-        made = [build(lowbit.Int4Blocks.rounded(w) if shape.family == "int4" else w, dtype=dtype) for w in dense]
-        products = [m.tensors for m in made]
-        if any(m.family != shape.family for m in made):
-            raise RuntimeError(f"no {shape.family} kernel here ({made[0].note})")
+    if shape.family == "int4":  # the family's own tensors, never a timing's choice (``lowbit.choose``): a busy
+        # child once chose the de-quantised product, failed this compile and marked it failed for good
+        products = [lowbit.pack_int4(lowbit.Int4Blocks.rounded(w), dtype) for w in dense]
+    elif shape.family == "int8":
+        products = [(codes, scales.to(dtype)) for codes, scales in map(lowbit.int8_rows, dense)]
     elif shape.family == "onednn":
         products = [(torch.ops.mkldnn._reorder_linear_weight(w.to(dtype), PACKED_ROWS["onednn-8"]),) for w in dense]
     else:
