@@ -189,3 +189,42 @@ def test_the_views_say_where_the_copy_parted(tiny_target):
     assert "no target checked it" in str(margin_figure(alone, 0).layout.annotations[0].text)
     loaded = explorer.load_trace(run.to_json())  # a saved trace replays its views without a model
     assert copy_html(loaded, 0) == panel
+
+
+# -- which kernel: decided once per machine, never by a busy moment (#49) -----------------------------------
+
+def _fresh_choice(monkeypatch, tmp_path, timings, paces):
+    """``choose`` in an empty cache with the products' timings and the pace probe given (the real kernels cannot
+    be made slower on demand); returns (family, why)."""
+    import explorer.pace
+
+    monkeypatch.setenv("EXPLORER_CACHE", str(tmp_path))
+    monkeypatch.setattr(lowbit, "_CHOICES", {})
+    rounds, probes = iter(timings), iter(paces)
+    monkeypatch.setattr(lowbit, "_best_s", lambda *calls: next(rounds))
+    monkeypatch.setattr(explorer.pace, "probe_ms", lambda: next(probes))
+    return lowbit.choose("int4", torch.device("cpu"), torch.bfloat16, 960, 576)
+
+
+def test_a_kernel_choice_is_kept_for_the_machine(monkeypatch, tmp_path):
+    dense_wins = [(4e-3, 1e-3)] * lowbit.ROUNDS
+    family, why = _fresh_choice(monkeypatch, tmp_path, dense_wins, [1.6] * (lowbit.ROUNDS + 1))
+    assert family == "dense" and "slower here" in why
+    monkeypatch.setattr(lowbit, "_CHOICES", {})
+    monkeypatch.setattr(lowbit, "_best_s", lambda *calls: pytest.fail("a kept choice is not timed again"))
+    assert lowbit.choose("int4", torch.device("cpu"), torch.bfloat16, 960, 576) == \
+        ("dense", why + "; measured once on this machine")
+
+
+def test_a_busy_moment_decides_nothing(monkeypatch, tmp_path):
+    """Dense timed faster while the pace probe moved 4× (a fresh app on a loaded machine): the kernel is kept
+    for now and nothing is written, so the next process measures again."""
+    family, why = _fresh_choice(monkeypatch, tmp_path, [(4e-3, 1e-3)] * lowbit.ROUNDS, [1.6, 6.4, 1.6, 6.4])
+    assert family == "int4" and "busy" in why
+    assert not list(tmp_path.rglob("lowbit-*.json"))
+
+
+def test_one_round_the_kernel_wins_keeps_the_kernel(monkeypatch, tmp_path):
+    rounds = [(4e-3, 1e-3), (1e-3, 2e-3), (4e-3, 1e-3)]
+    family, _ = _fresh_choice(monkeypatch, tmp_path, rounds, [1.6] * (lowbit.ROUNDS + 1))
+    assert family == "int4"
