@@ -165,6 +165,9 @@ def test_a_drafts_technical_words_wait_under_how_it_runs(lookup, ar):
     plain, folded = text.split("<details class='draft-how'>", 1)
     assert "the target's own weights in 4 bits" in plain and "kernel" not in plain and "float32" not in plain
     assert "<summary>how it runs</summary>products: int4 kernel" in folded
+    exit16 = ("early-exit:16: first 16 layers + untrained exit after layer 16 — no trained exit ships for 16 layers of "
+              "this model; trained exits ship for 4, 6, 8 and 12 layers")  # what a reader needs stays in the line
+    assert "how it runs" not in viz.run_summary(dataclasses.replace(lookup, draft="early-exit:16", draft_about=exit16), ar)
     suffix = "suffix: 12 shipped answers (9,000 tokens; suffix array read in 0.1 s, 1 MB) + the prompt"
     assert "how it runs" not in viz.run_summary(dataclasses.replace(lookup, draft="suffix:all", draft_about=suffix), ar)
 

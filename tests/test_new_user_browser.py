@@ -93,7 +93,7 @@ def test_the_drafter_menu_and_the_examples_offer_what_ships(browser, url):
     shipped exit and one untrained exit named so, the chosen value shows whole, no internal file name shows, and
     an exit that does not ship names the ones that do."""
     context, page = new_page(browser, url, PHONE)
-    page.get_by_role("button", name="chat").click()
+    page.get_by_role("button", name="chat", exact=True).click()
     expect(page.locator("#draft input")).to_have_value("early-exit:8")
     page.locator("#draft input").click()
     offered = page.locator("#draft [role=option]").all_inner_texts()
@@ -244,7 +244,7 @@ def test_an_audit_that_cannot_fail_says_so(browser, url):
     """#42 items 9 and 7: the code example's first token is near-certain; 20 runs all draw it and the page says the
     test cannot fail and what would give it power, in whole sentences."""
     context, page = new_page(browser, url)
-    page.get_by_role("button", name="code").click()
+    page.get_by_role("button", name="code", exact=True).click()
     open_tab(page, "audit")
     set_number(page, "audit-runs", 20)
     page.click("#audit-run")
@@ -261,7 +261,7 @@ def test_an_audit_that_cannot_fail_says_so(browser, url):
 def test_a_busy_machine_prints_no_impossible_figure_on_the_page(browser, url):
     """#42 item 1, on the page: busy loops start as plain decoding is measured after a quiet run."""
     context, page = new_page(browser, url)
-    page.get_by_role("button", name="code").click()
+    page.get_by_role("button", name="code", exact=True).click()
     # settings no other test measured plain decoding on, and long enough that the load covers most of it
     set_number(page, "max-new-tokens", 95)
     page.click("#run")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 
 from ..quality import first_divergence, token_agreement
 from .explain import theorem_at
@@ -88,8 +89,8 @@ def draft_line(trace) -> str:
     about = getattr(trace, "draft_about", None)
     if not about or about == trace.draft:
         return ""
-    # its first clause in words; how it runs (kernels, shortlists, compiled layers) folded, on demand (#48)
-    head, how = first_clause(about)
+    # what it is in words; how it runs (kernels, shortlists, compiled layers, a tree's sizing) folded, on demand (#48)
+    head, how = plain_and_technical(about)
     line = f"\n\n{'Draft used' if writer(trace).checked else 'What wrote the text'}: {safe_markdown(head)}"
     if how:
         line += f"\n\n<details class='draft-how'><summary>how it runs</summary>{html.escape(how)}</details>"
@@ -98,14 +99,27 @@ def draft_line(trace) -> str:
     return line
 
 
-def first_clause(text: str) -> tuple[str, str]:
-    """``text`` split at its first "; " outside parentheses: (what it is, the rest)."""
-    depth = 0
+# a draft's clause about how it is computed rather than what it is: folded under "how it runs"
+TECHNICAL = re.compile(r"kernel|LM head|layers (?:compiled|eager)|MB read|EAGLE-2 tree|priced")
+
+
+def clauses(text: str) -> list[str]:
+    """``text`` split at each "; " outside parentheses."""
+    parts, depth, start = [], 0, 0
     for i, ch in enumerate(text):
         depth += {"(": 1, ")": -1}.get(ch, 0)
         if depth == 0 and text.startswith("; ", i):
-            return text[:i], text[i + 2:]
-    return text, ""
+            parts.append(text[start:i])
+            start = i + 2
+    return parts + [text[start:]]
+
+
+def plain_and_technical(about: str) -> tuple[str, str]:
+    """A draft's own words split into what it is (the first clause, and any other a reader needs: which trained
+    exits ship) and how it runs (``TECHNICAL``), each joined again by "; "."""
+    first, *rest = clauses(about)
+    return ("; ".join([first] + [c for c in rest if not TECHNICAL.search(c)]),
+            "; ".join(c for c in rest if TECHNICAL.search(c)))
 
 
 ALPHA_HAT = "α̂: accepted ÷ tested drafts, the estimate of the acceptance rate α (Leviathan et al., Definition 3.1)"
