@@ -534,6 +534,8 @@ def test_every_tab_at_desktop_and_phone_width(browser, url):
     open_tab(page, "understand")
     expect(page.locator("#guided-round .guide")).to_have_attribute("data-step", "4")
     ARTIFACTS.mkdir(exist_ok=True)
+    # the README's pictures show the page, not a notice that came and went (a long job's estimate of its time)
+    page.evaluate("() => document.querySelectorAll('.toast-wrap').forEach(e => e.remove())")
     for width, height in ((1400, 1000), (390, 844)):
         page.set_viewport_size({"width": width, "height": height})
         for tab in ("watch", "understand", "compare", "audit", "traces"):

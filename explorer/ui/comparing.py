@@ -128,6 +128,13 @@ class Comparing(Showing):
             if lanes_for:
                 kept = Keeping(traces[1], traces[2], traces[0], RACED)
                 COMPANIONS.put(trace, systems[1], kept, traces[0].pace_ms[0] if traces[0].pace_ms else None)
+        if kept is not None:  # the same method raced beside plain decoding: its figure may differ from the live run's
+            raced = kept.alone if copy_alone(trace) else kept.drafting
+            ratio = viz.measured_speedup(raced, kept.plain)
+            if ratio is not None:
+                which += (f" The same settings raced again right after, as a lane beside plain decoding: ×{ratio:.2f} "
+                          "(What keeping the text costs); the figure above is this run's own, taken as it decoded "
+                          "while the page drew it.")
         updates = {
             p.latency: viz.latency_figure(trace, baseline),
             p.theory: viz.theory_figure(*theory_args, trace, baseline),

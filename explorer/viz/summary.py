@@ -115,11 +115,12 @@ def clauses(text: str) -> list[str]:
 
 
 def plain_and_technical(about: str) -> tuple[str, str]:
-    """A draft's own words split into what it is (the first clause, and any other a reader needs: which trained
-    exits ship) and how it runs (``TECHNICAL``), each joined again by "; "."""
+    """A draft's own words split into what it is (the first clause, and those after it that a reader needs: which
+    trained exits ship) and how it runs (from its first ``TECHNICAL`` clause on: a draft says what it is first),
+    each joined again by "; "."""
     first, *rest = clauses(about)
-    return ("; ".join([first] + [c for c in rest if not TECHNICAL.search(c)]),
-            "; ".join(c for c in rest if TECHNICAL.search(c)))
+    at = next((i for i, c in enumerate(rest) if TECHNICAL.search(c)), len(rest))
+    return "; ".join([first] + rest[:at]), "; ".join(rest[at:])
 
 
 ALPHA_HAT = "α̂: accepted ÷ tested drafts, the estimate of the acceptance rate α (Leviathan et al., Definition 3.1)"
