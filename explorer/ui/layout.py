@@ -53,7 +53,8 @@ INTRO = (
     "longest prefix it agrees with (Leviathan et al. 2023). **Watch** a run round by round: which drafts were "
     "accepted, rejected or discarded, what the two models believed, where the time went and why. **Understand** "
     "one round step by step and the theory; **Compare** methods; **Audit** that a run is lossless; save and "
-    "replay **Traces**."
+    "replay **Traces**. It opens on the headline: the target's own weights in 4 bits as its draft keep its text "
+    "exactly and most of the 4-bit copy's speed."
 )
 
 
@@ -120,10 +121,11 @@ def build_demo() -> gr.Blocks:
                         with gr.Row():
                             run_btn = gr.Button("▶ Run", variant="primary", elem_id="run")
                             stop_btn = gr.Button("■ Stop", variant="stop", elem_id="stop")
-                        status = gr.Markdown(READY, elem_id="status")
-                        # the headline: quantized beside its 4-bit copy alone and plain decoding (filled after a run)
+                        # the headline, first under Run: quantized beside its 4-bit copy alone and plain decoding
+                        # (filled after a run; hidden while one decodes, when the status below says how it goes)
                         keeping = gr.HTML(viz.keeping_html(None), css_template=viz.KEEPING_CSS, js_on_load=None,
                                           elem_id="keeping-cost", visible=first.method == "quantized")
+                        status = gr.Markdown(READY, elem_id="status")
                         with gr.Row():
                             model = gr.Dropdown(MODELS, value="default", label="Target model", allow_custom_value=True,
                                                 info="default: SmolLM2-135M-Instruct, or type hf:ORG/NAME", elem_id="model")

@@ -133,13 +133,12 @@ def keeping_words(k: Keeping) -> str:
                 f"side by side. What stands: the copy alone needs no target and {lost}; drafting with it, {passes}, "
                 "so every token is the target's.")
     if drafting >= alone:
-        cost = f"Keeping the target's text cost nothing here: drafting ran ×{drafting:.2f} plain decoding, the copy " \
-               f"alone ×{alone:.2f}."
-    else:
-        cost = (f"Keeping the target's text cost {1 - drafting / alone:.0%} of the copy's speed: alone, the {copy_bits(k.drafting)} "
-                f"copy ran ×{alone:.2f} plain decoding and {lost}; drafting for the target it ran ×{drafting:.2f} and "
-                "every token is the target's.")
-    return f"{cost} It keeps most of the speed because {passes}."
+        return (f"Keeping the target's text cost nothing here: drafting ran ×{drafting:.2f} plain decoding, the copy "
+                f"alone ×{alone:.2f}, and {passes}.")
+    cost = (f"Keeping the target's text cost {1 - drafting / alone:.0%} of the copy's speed: alone, the "
+            f"{copy_bits(k.drafting)} copy ran ×{alone:.2f} plain decoding and {lost}; drafting for the target it ran "
+            f"×{drafting:.2f} and every token is the target's.")
+    return f"{cost} Drafting keeps {drafting / alone:.0%} of the copy's speed because {passes}."
 
 
 def _departs(k: Keeping) -> str:
