@@ -41,7 +41,7 @@ def test_the_view_puts_the_three_runs_side_by_side_in_words_from_their_numbers(t
     words = keeping_words(k)
     assert "Keeping the target's text cost 33% of the copy's speed" in words  # 1 − 2.00 / 3.00
     s = drafting.summary
-    assert f"accepted {s.accepted}" in words and f"({s.tokens_per_target_forward:.1f} tokens a pass)" in words
+    assert f"accepted {s.accepted}" in words and f"({s.tokens_per_target_forward:.1f} tokens a pass," in words
     parts = first_divergence(list(alone.output_ids), list(plain.output_ids))
     if parts is not None:  # the tiny model's copy parts from it: where, and how much it kept
         assert f"departs at token {parts + 1}" in shown and "Where the copy's text departs" in shown

@@ -54,7 +54,7 @@ def shown_ratios_are_possible(page) -> None:
     view = page.locator(f"{KEEPING} .keep")
     drafting = view.get_attribute("data-drafting")
     text = view.inner_text()
-    per_pass = float(re.search(r"\(([\d.]+) tokens a pass\)", text).group(1))
+    per_pass = float(re.search(r"\(([\d.]+) tokens a pass,", text).group(1))
     if drafting == "withheld":
         assert "× withheld" in text and "Not weighed against plain decoding: the drafting run" in text, text
     else:

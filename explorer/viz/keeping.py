@@ -113,7 +113,8 @@ def keeping_words(k: Keeping) -> str:
     drafting, alone = measured_speedup(k.drafting, k.plain), measured_speedup(k.alone, k.plain)
     s = k.drafting.summary
     passes = (f"the target checked {s.drafted} drafted tokens in {plural(s.target_forwards, 'pass', 'passes')} and "
-              f"accepted {s.accepted} ({s.tokens_per_target_forward or 1:.1f} tokens a pass)")
+              f"accepted {s.accepted} ({s.tokens_per_target_forward or 1:.1f} tokens a pass, where plain decoding "
+              "makes 1)")
     greedy = k.alone.settings.temperature == 0
     parts = first_divergence(list(k.alone.output_ids), list(k.plain.output_ids)) if greedy else None
     if greedy and parts is not None:
@@ -134,11 +135,11 @@ def keeping_words(k: Keeping) -> str:
                 "so every token is the target's.")
     if drafting >= alone:
         return (f"Keeping the target's text cost nothing here: drafting ran ×{drafting:.2f} plain decoding, the copy "
-                f"alone ×{alone:.2f}, and {passes}.")
+                f"alone ×{alone:.2f}; {passes}.")
     cost = (f"Keeping the target's text cost {1 - drafting / alone:.0%} of the copy's speed: alone, the "
             f"{copy_bits(k.drafting)} copy ran ×{alone:.2f} plain decoding and {lost}; drafting for the target it ran "
             f"×{drafting:.2f} and every token is the target's.")
-    return f"{cost} Drafting keeps {drafting / alone:.0%} of the copy's speed because {passes}."
+    return f"{cost} Drafting keeps {drafting / alone:.0%} of the copy's speed: {passes}."
 
 
 def _departs(k: Keeping) -> str:
