@@ -32,6 +32,7 @@ from .engine.controllers import DEFAULT_CONTROLLER, DEFAULT_GAMMA
 from .engine.costs import raw_cost_curve, verify_cost_curve
 from .bench_table import PHASES, markdown  # the report as a table: the CLI's, the Compare tab's
 from .hf_systems import hf_assistant_kwargs, hf_beam_search, hf_generate
+from .llama_cpp_peer import LlamaCppPeer
 from .trace import acceptance_by_position, alpha_hat
 from .errors import ExplorerError
 from .limits import clip
@@ -69,16 +70,17 @@ class System:
 
 
 HF_SYSTEMS = "hf-generate, hf-assisted:prompt-lookup:n, hf-assisted:early-exit:N[@γ], hf-beam:<k>"
+PEER_SYSTEMS = "llama-cpp (the default's GGUF through llama.cpp, where llama-cpp-python is installed)"
 
 
 def system_grammar() -> str:
     """Every system name the benchmark takes: Hugging Face's, then each method's from its registry record (so
     ``bench --help`` and the refusal of a bad name cannot fall behind a new method)."""
-    return f"{HF_SYSTEMS} or one of the explorer's: {methods.system_syntax()}"
+    return f"{HF_SYSTEMS}, {PEER_SYSTEMS} or one of the explorer's: {methods.system_syntax()}"
 
 
 def parse_system(name: str, gamma: int, controller: str) -> System:
-    if name == "hf-generate":
+    if name in ("hf-generate", "llama-cpp"):
         return System(name, name, None, None, 0)
     kind, _, rest = name.partition(":")
     if kind == "hf-beam" and rest.isdigit() and 1 <= int(rest) <= 8:
@@ -102,8 +104,8 @@ def parse_system(name: str, gamma: int, controller: str) -> System:
 def decode_keywords(system: System) -> dict:
     """``explorer.decode`` / ``stream`` keywords for one of our systems (not the ``hf-*`` ones): method,
     draft, γ, controller and the method's own options."""
-    if system.method.startswith("hf-"):
-        raise ExplorerError(f"{system.name} is Hugging Face's own decoding, not the explorer's")
+    if system.method.startswith("hf-") or system.method == "llama-cpp":
+        raise ExplorerError(f"{system.name} is another program's decoding, not the explorer's")
     return {"method": system.method, "draft": system.draft, "gamma": system.gamma or None,
             "controller": system.controller, **dict(system.options)}
 
@@ -153,6 +155,7 @@ def _run(model, systems, repeats, max_new_tokens, temperature, gamma, controller
     chosen = [parse_system(s, gamma, controller) for s in systems]
     if not any(s.method == "ar" for s in chosen):
         chosen.insert(0, parse_system("ar", gamma, controller))  # every row is compared with our ar
+    peer = LlamaCppPeer(target) if any(s.method == "llama-cpp" for s in chosen) else None  # refused before any work
     ids = [target.encode(p["text"]) for p in prompts]
 
     assistants = {s.name: hf_assistant_kwargs(target, s.draft, s.gamma) for s in chosen if s.method == "hf-assisted"}
@@ -161,6 +164,10 @@ def _run(model, systems, repeats, max_new_tokens, temperature, gamma, controller
         if system.method == "hf-beam":
             out, seconds = hf_beam_search(target, prompt_ids, dict(system.options)["beam_width"], n)
             return out, seconds, None
+        if system.method == "llama-cpp":
+            if temperature != 0:
+                raise ExplorerError("llama-cpp runs greedy only here: leave it out of a sampled benchmark")
+            return peer.generate(prompt_ids, n)
         if system.method.startswith("hf-"):
             return hf_generate(target, prompt_ids, n, temperature, **assistants.get(system.name, {}))
         start = time.perf_counter()
@@ -273,7 +280,8 @@ def _row(system: System, results, prompts, temperature, verify_ratio) -> dict:
                    statistics.median(rate(rep, cat) for rep in ar_runs) for cat in categories}
     settings = traces[0].settings if traces else None
     return {
-        "lossy": bool(settings.lossy) if settings is not None else False,  # Hugging Face's: greedy, or exact
+        # Hugging Face's: greedy, or exact; llama.cpp decodes the 4-bit model
+        "lossy": bool(settings.lossy) if settings is not None else system.method == "llama-cpp",
         "acceptance_by_position": position_rates([r for t in traces for r in t.rounds]),
         "system": system.name, "method": system.method, "draft": system.draft or (traces[0].draft if traces else None),
         "controller": system.controller if system.draft else (settings.controller if traces and traces[0].draft else None),

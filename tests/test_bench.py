@@ -114,3 +114,33 @@ def test_a_lossy_row_says_how_much_of_plain_decodings_text_it_kept():
     assert f"**no** ({alone['agreement_with_ar']:.0%} of tokens)" in table
     loaded = load_bench_report(json.dumps(report))  # a shared report keeps it, checked as a rate
     assert loaded["rows"][1]["agreement_with_ar"] == alone["agreement_with_ar"]
+
+
+# -- llama.cpp on the default's GGUF, where it is installed (#49) --------------------------------------------
+
+def test_llama_cpp_is_a_system_and_says_what_it_needs(monkeypatch):
+    import sys
+
+    system = bench.parse_system("llama-cpp", 4, "fixed")
+    assert system.method == "llama-cpp" and "llama-cpp" in bench.system_grammar()
+    with pytest.raises(ExplorerError, match="another program"):
+        bench.decode_keywords(system)
+    with pytest.raises(ExplorerError, match="default model's own GGUF"):
+        bench.run("tiny-random:1", ("ar", "llama-cpp"), repeats=1, max_new_tokens=2)
+    monkeypatch.setitem(sys.modules, "llama_cpp", None)  # not installed: the build command, in one line
+    from explorer.llama_cpp_peer import LlamaCppPeer
+
+    class Default:
+        name = "default"
+    with pytest.raises(ExplorerError, match="pip install llama-cpp-python"):
+        LlamaCppPeer(Default())
+
+
+@pytest.mark.model
+def test_llama_cpp_decodes_the_same_gguf_lossily(default_model):
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python is optional (it builds for ~10 min)")
+    report = bench.run("default", ("ar", "llama-cpp"), repeats=1, max_new_tokens=12,
+                       prompts=bench.load_prompts()[:2])
+    row = next(r for r in report["rows"] if r["system"] == "llama-cpp")
+    assert row["lossy"] and row["tokens_per_s"] > 0
+    assert row["identical_to_ar"] is False or row["agreement_with_ar"] is None  # the 4-bit model's own text
