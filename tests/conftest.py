@@ -19,6 +19,18 @@ import explorer  # noqa: E402
 from explorer.api import load_cached  # noqa: E402
 
 
+@pytest.fixture(autouse=True)
+def a_new_visitor():
+    """Every test is a new visitor of the app: one test's model loads never count against another's
+    (every served app in this process is reached from 127.0.0.1, one visitor to ``api.loads_by``; the full
+    suite loaded more than ``VISITOR_MODEL_LOADS`` tiny models and a late test was refused). The models stay
+    cached; tests of the bound itself set their own counts."""
+    from explorer import api
+
+    api._LOADS.clear()
+    yield
+
+
 @pytest.fixture(scope="session")
 def default_model():
     """SmolLM2-135M-Instruct in float32 on the CPU, shared by every test (read-only)."""
