@@ -36,10 +36,6 @@ def test_bench_measures_every_method_of_the_readmes_results_by_default():
         bench.parse_system(name, 4, "fixed")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "WAITS for assets/bench-latest.json to be regenerated on a quiet machine with bench's new default systems "
-    "(the command is in docs/measurements.md, 'The benchmark Compare opens on'); strict: once it passes, remove "
-    "this mark"))
 def test_the_benchmark_compare_opens_on_has_a_row_for_every_method_of_the_readmes_results():
     name, report = next(iter(shipped_benchmarks().items()))
     assert name == LATEST
