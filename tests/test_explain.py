@@ -155,6 +155,18 @@ def test_a_mean_verification_length_is_not_rounded_into_t1_over_t1(lookup, ar, m
     assert "T(1.4)/T(1) = 1.65" in text and "T(1)/T(1)" not in text
 
 
+def test_a_gpu_run_says_a_pass_is_launches_and_one_read_of_the_weights(lookup, ar):
+    """#52: on a GPU the verification's cost is kernel launches and reading the weights, not the tokens' arithmetic;
+    a CPU run says the arithmetic grows with the tokens."""
+    import dataclasses
+
+    on_cpu = viz.speed_explanation(lookup, ar)
+    on_gpu = viz.speed_explanation(dataclasses.replace(lookup, device="cuda:0"), dataclasses.replace(ar, device="cuda:0"))
+    assert "On a CPU the arithmetic grows" in on_cpu and "launching a few hundred small kernels" not in on_cpu
+    assert "launching a few hundred small kernels" in on_gpu and "reading every weight once" in on_gpu
+    assert "On a CPU" not in on_gpu
+
+
 def test_a_drafts_technical_words_wait_under_how_it_runs(lookup, ar):
     """#48: the status printed "products: int4 kernel (1.3× a bfloat16 product here); LM head … top 16 scored exactly
     in float32" in the run's plain words. What the draft is stays in the line; how it runs is folded."""

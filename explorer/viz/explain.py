@@ -136,9 +136,21 @@ def speed_explanation(trace, baseline=None, others=()) -> str:
             lines.append(f"One verification ran {k:.1f} tokens through the target and cost "
                          f"{cost.verify_ratio:.2f}× a one-token forward (T({shown})/T(1) = "
                          f"{cost.verify_ratio:.2f} on this machine, k = {shown} tokens on average, the rounds after "
-                         "the first; on a GPU it is close to 1).")
+                         f"the first). {_what_a_pass_costs(trace)}")
     lines += _theorem(trace, baseline, cost, measured)
     return _join(*lines, versus)
+
+
+def _what_a_pass_costs(trace) -> str:
+    """Why a verification of k tokens costs what it does on this run's device, in plain words: on a CPU the
+    arithmetic grows with the tokens; on a GPU a small model's forward is launches and one read of the weights."""
+    if str(trace.device).startswith("cuda"):
+        return ("On a GPU a small model's forward is not arithmetic: it is launching a few hundred small kernels "
+                "(replayed as one CUDA graph where the explorer captured one) and reading every weight once, and "
+                "both are the same for one token as for several, so a pass of a few tokens costs little more "
+                "than one.")
+    return ("On a CPU the arithmetic grows with the tokens a pass runs, beside reading every weight once; on a "
+            "GPU, where a small model's forward is kernel launches and that one read, it stays close to 1.")
 
 
 def _join(*parts: str) -> str:
