@@ -61,6 +61,32 @@ def test_a_context_longer_than_the_buffer_doubles_it(tiny_target, monkeypatch):
         assert float((a - b).abs().max()) < 1e-4
 
 
+def _first_buffer(runner) -> int:
+    return runner.cache.layers[0]._key_buffer.data_ptr()
+
+
+def test_a_finished_decodes_buffers_serve_the_next_and_two_at_once_never_share(tiny_target):
+    """The graphs of a decode replay for the next (their buffers' addresses are baked in, #52): a cache that is
+    gone gives its buffers back, zeroed before reuse, and the next decode computes the same logits on them; two
+    caches alive at once never share a buffer."""
+    ids = tiny_target.tokenizer.encode(PROMPT)
+    with cuda_graphs.static_on_cpu():
+        first = CachedForward(full_forward(tiny_target.model), tiny_target.device)
+        first.logits(ids, 1)
+        before = first.logits(ids + [3, 4, 5], 3)
+        address = _first_buffer(first)
+        other = CachedForward(full_forward(tiny_target.model), tiny_target.device)
+        other.logits(ids, 1)
+        other.logits(ids + [3], 1)
+        assert _first_buffer(other) != address  # both alive: each its own
+        del first
+        again = CachedForward(full_forward(tiny_target.model), tiny_target.device)
+        again.logits(ids, 1)
+        after = again.logits(ids + [3, 4, 5], 3)
+        assert _first_buffer(again) == address  # the finished decode's, given back
+        assert torch.equal(before, after)
+
+
 def test_off_means_nothing_runs_here(tiny_target, monkeypatch):
     monkeypatch.setenv("EXPLORER_CUDA_GRAPHS", "0")
     hidden = torch.zeros(1, 1, 32)

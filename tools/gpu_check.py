@@ -223,6 +223,7 @@ def main(argv=None) -> int:
     parser.add_argument("--tokenizer", help="the default's tokenizer folder, for the random model's text prompts")
     parser.add_argument("--smoke", action="store_true", help="a minute's check that the device path runs at all: the "
                         "kernel, two methods on one prompt with graphs, T(n) for n ≤ 4")
+    parser.add_argument("--systems", default=",".join(BENCH_SYSTEMS), help="the benchmark's systems, comma-separated")
     parser.add_argument("--skip", default="", help="comma-separated step names to leave out (a rehearsal of the rest)")
     args = parser.parse_args(argv)
     out = Path(args.out)
@@ -259,7 +260,7 @@ def main(argv=None) -> int:
             spec = None
         graphs(True)
         step(report, "bench, graphs on", budget, 90 if spec is not None else 1e9, lambda: bench(
-            spec, BENCH_SYSTEMS, 1 if small else 2, 16 if small else 48, 2 if small else 10, device, "float32"))
+            spec, tuple(args.systems.split(",")), 1 if small else 2, 16 if small else 48, 2 if small else 10, device, "float32"))
         graphs(False)
         step(report, "bench, graphs off", budget, 90 if spec is not None else 1e9, lambda: bench(
             spec, ("hf-generate", "ar", "speculative:prompt-lookup:3", "quantized"), 1, 16 if small else 48,

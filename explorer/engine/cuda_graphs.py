@@ -37,18 +37,21 @@ import torch
 
 from ..errors import one_line
 from .cache import GrowingLayer, cache_layer
-from .compiled import attention, rotate_half
+from .compiled import rotate_half
 from .fused_layer import FusedLlamaLayer
 from .kernels import say
 
 MAX_ROWS = 32  # rows a graphed forward takes: a verification of up to 31 drafts, a draft's one-row step
 CAPACITY = 1024  # positions a graphed layer's KV buffer holds at first (doubled as a context needs)
+SPLITS = 16  # chunks of the KV buffer the attention's weighted sum is split into (``whole_buffer_attention``)
 MAX_GRAPHS = 96  # graphs kept per stack of layers (least recently replayed dropped first)
 
 _LOCK = threading.RLock()  # one capture or replay at a time: graphs of a model share their memory pool
 _GRAPHS: "weakref.WeakKeyDictionary[torch.nn.Module, OrderedDict]" = weakref.WeakKeyDictionary()
 _POOLS: "weakref.WeakKeyDictionary[torch.nn.Module, object]" = weakref.WeakKeyDictionary()
 _FAILED: "weakref.WeakKeyDictionary[torch.nn.Module, str]" = weakref.WeakKeyDictionary()
+_FREE: "weakref.WeakKeyDictionary[torch.nn.Module, dict]" = weakref.WeakKeyDictionary()  # layer → shape → free pairs
+FREE_PAIRS = 4  # KV buffer pairs a layer keeps for later decodes, per shape (decodes at once beyond it allocate)
 _STATIC_ON_CPU = threading.local()
 COUNTS = {"captured": 0, "capture_s": 0.0, "replayed": 0, "static": 0}  # "static": CPU runs (tests)
 
@@ -134,7 +137,8 @@ def _ready(cached: GrowingLayer, layer, like: torch.Tensor, need: int) -> tuple[
     while capacity < need:
         capacity *= 2
     past = cached.get_seq_length()
-    fresh = [like.new_zeros(1, g, capacity, d) for _ in range(2)]  # keys, values (1, G, C, D)
+    fresh = _take(layer, like, (1, g, capacity, d))  # keys, values (1, G, C, D), zeroed
+    weakref.finalize(cached, _give, layer, fresh)  # back to the pool when this cache is gone
     if past:
         fresh[0][:, :, :past] = cached.keys
         fresh[1][:, :, :past] = cached.values
@@ -144,6 +148,29 @@ def _ready(cached: GrowingLayer, layer, like: torch.Tensor, need: int) -> tuple[
     cached.keys, cached.values = fresh[0][:, :, :past], fresh[1][:, :, :past]
     cached._graph_buffer = fresh[0].data_ptr()
     return fresh[0], fresh[1]
+
+
+def _take(layer, like: torch.Tensor, shape: tuple[int, ...]) -> list[torch.Tensor]:
+    """A zeroed (keys, values) pair of ``shape`` for ``layer``: one a finished decode gave back where there is
+    one, else new. Why: a graph bakes in its buffers' addresses, so a decode on new buffers captures every
+    graph again (H100, 2026-11-27: 534 captures, 23.8 s of a 118 s benchmark, charged to the runs that paid
+    them); on the buffers of the last decode, the graphs it captured replay."""
+    with _LOCK:
+        free = _FREE.setdefault(layer, {}).get((shape, like.dtype, like.device), [])
+        if free:
+            pair = free.pop()
+            for buffer in pair:
+                buffer.zero_()  # read whole under a mask: old finite keys weigh 0, but 0 · NaN would be NaN
+            return pair
+    return [like.new_zeros(shape) for _ in range(2)]
+
+
+def _give(layer, pair: list[torch.Tensor]) -> None:
+    """``pair`` back to ``layer``'s pool (a cache that held it is gone), at most ``FREE_PAIRS`` kept."""
+    with _LOCK:
+        free = _FREE.setdefault(layer, {}).setdefault((tuple(pair[0].shape), pair[0].dtype, pair[0].device), [])
+        if len(free) < FREE_PAIRS:
+            free.append(pair)
 
 
 def _kv_shape(layer) -> tuple[int, int]:
@@ -164,6 +191,28 @@ def _stack(layers, buffers, hidden, cos, sin, slots) -> torch.Tensor:
     for layer, (keys, values) in zip(layers, buffers):
         hidden = _layer(layer, hidden, keys, values, slots, cos[0], sin[0], mask)
     return hidden
+
+
+def whole_buffer_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor,
+                           scale: float) -> torch.Tensor:
+    """softmax(q kᵀ · scale + mask) v over a whole KV buffer, grouped-query heads: q (N, T, D), k and v (G, C, D),
+    mask (T, C) additive -> (T, N·D), as ``compiled.attention`` but with the weighted sum over the C positions
+    split into ``SPLITS`` chunks that are summed after (flash-decoding's split of the keys). Why: the sum is a
+    product of a few rows by C = 1 024 positions, which a GPU's product kernel walks in one tile's serial loop:
+    36 µs a layer, a third of a graphed one-row forward's kernel time (H100, float32, 2026-11-27,
+    ``tools/gpu_profile.py``); split, the chunks run side by side."""
+    n, t, d = q.shape
+    g, c = k.shape[0], k.shape[1]
+    rows = (n // g) * t  # each key/value head's query rows: N/G heads × T
+    scores = torch.bmm(q.reshape(g, rows, d), k.transpose(1, 2)) * scale  # (G, R, C)
+    scores = scores.view(g, n // g, t, c) + mask  # mask (T, C) broadcast over the heads
+    weights = torch.softmax(scores.float(), dim=-1).to(q.dtype)  # (G, N/G, T, C)
+    splits = SPLITS if c % SPLITS == 0 else 1
+    chunk = c // splits
+    weights = weights.view(g, rows, splits, chunk).transpose(1, 2).reshape(g * splits, rows, chunk)
+    parts = torch.bmm(weights, v.reshape(g * splits, chunk, d))  # (G·P, R, D): one chunk's share each
+    out = parts.view(g, splits, rows, d).sum(1)  # (G, R, D)
+    return out.view(n, t, d).transpose(0, 1).reshape(t, n * d)
 
 
 def _layer(layer, h, keys, values, slots, cos, sin, mask) -> torch.Tensor:
@@ -188,7 +237,7 @@ def _layer(layer, h, keys, values, slots, cos, sin, mask) -> torch.Tensor:
     k = k * cos + rotate_half(k) * sin
     keys.index_copy_(2, slots, k[None].to(keys.dtype))
     values.index_copy_(2, slots, v[None].to(values.dtype))
-    a = attention(q, keys[0], values[0], mask, scaling)  # (T, N·D)
+    a = whole_buffer_attention(q, keys[0], values[0], mask, scaling)  # (T, N·D)
     h = h + out_proj(a)[None]
     if isinstance(layer, FusedLlamaLayer):
         x = layer._rms_norm(h, layer.norm_post)
