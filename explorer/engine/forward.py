@@ -87,12 +87,14 @@ def decoder_parts(model: torch.nn.Module):
     needed = ("embed_tokens", "layers", "norm", "rotary_emb")
     if base is None or not all(hasattr(base, n) for n in needed) or model.get_output_embeddings() is None:
         raise ExplorerError(
-            f"early-exit drafts need a Llama-style decoder (model.model.layers, norm, rotary_emb); "
+            f"this method runs the model layer by layer (early exit, feature head, BiTA, the low-bit copy): it "
+            f"needs a Llama-style decoder (model.model.layers, norm, rotary_emb); "
             f"{type(model).__name__} has another layout: use a 'model:<name>' draft instead"
         )
     kinds = set(getattr(model.config, "layer_types", None) or ["full_attention"])
     if kinds != {"full_attention"}:
-        raise ExplorerError(f"early-exit drafts support full-attention layers only, not {sorted(kinds)}")
+        raise ExplorerError(f"methods that run the model layer by layer support full-attention layers only, "
+                            f"not {sorted(kinds)}")
     return base
 
 
