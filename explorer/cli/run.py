@@ -18,6 +18,9 @@ def add_parser(sub) -> None:
     from ..api import METHODS
     from ..drafts import draft_forms
     from ..engine.controllers import CONTROLLERS
+    from ..methods import discover
+
+    presets = ", ".join(name for name, method in discover().items() if method.preset is not None)
 
     run = sub.add_parser("run", help=HELP)
     run.add_argument("--prompt", help="the prompt text (wrapped in the chat template unless --raw)")
@@ -29,8 +32,9 @@ def add_parser(sub) -> None:
     run.add_argument("--method", choices=list(METHODS), help="default: speculative with --draft, else ar")
     run.add_argument("--draft", help=draft_forms() + " (a method's own draft where it has one)")
     run.add_argument("--gamma", type=int, help="tokens drafted per round (the start value for heuristic, the cap "
-                     "for beta-ts/cali-ts); default 4, or the eesd preset's")
-    run.add_argument("--controller", choices=list(CONTROLLERS), help="default fixed, or the eesd preset's")
+                     f"for beta-ts/cali-ts); default 4, or the preset's for the preset methods ({presets})")
+    run.add_argument("--controller", choices=list(CONTROLLERS),
+                     help=f"default fixed, or the preset's for the preset methods ({presets})")
     run.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
     run.add_argument("--top-k", type=int, default=0, help="0 = off")
     run.add_argument("--top-p", type=float, default=1.0, help="1 = off")
