@@ -17,6 +17,7 @@ import functools
 import hashlib
 import os
 import platform
+import time
 from pathlib import Path
 
 # the vector and matrix units that change which kernels win (the names /proc/cpuinfo gives them)
@@ -101,6 +102,22 @@ def describe() -> dict[str, object]:
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
     }
+
+
+def read_bandwidth(megabytes: int = 256, repeats: int = 5) -> float:
+    """Bytes a second this machine's threads read from memory now: the fastest of ``repeats`` sums over a
+    float32 array of ``megabytes`` (8× a 32 MB L3, so it streams from memory as a decode's weights do). What a
+    step's time is weighed against: a decode step that reads B bytes cannot take less than B / this."""
+    import torch
+
+    data = torch.ones(megabytes * 2**20 // 4)
+    data.sum()  # pages touched, threads awake
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        data.sum()
+        best = min(best, time.perf_counter() - start)
+    return data.numel() * 4 / best
 
 
 def words(record: dict | None = None, dtype: str | None = None) -> str:

@@ -104,6 +104,27 @@ def test_race_prints_each_lanes_speedup_and_writes_the_report(tmp_path):
     assert [r["system"] for r in report["rows"]] == ["ar", "speculative:model:tiny-random:2:1"]
 
 
+def test_profile_weighs_a_draft_step_against_its_bytes_at_the_measured_bandwidth():
+    """#49: `profile --draft int8` prints the copy's one-row step beside the bytes it reads and the machine's read
+    bandwidth, measured in the program; the three figures agree with the ratio printed."""
+    out = subprocess_cli("profile", "--model", "tiny-random", "--tokens", "1,2", "--repeats", "2", "--draft", "int8")
+    assert out.returncode == 0, out.stderr
+    line = next(line for line in out.stdout.splitlines() if line.startswith("Draft int8: one step "))
+    step, size, bandwidth, floor, ratio = (float(x) for x in re.findall(
+        r"one step ([\d.]+) ms .* reads ([\d.]+) kB, .*bandwidth \(([\d.]+) GB/s, now\) reads in ([\d.]+) ms: "
+        r"the step is ([\d.]+)× its bytes", line)[0])
+    assert step > 0 and size > 0 and bandwidth > 0.1
+    assert abs(ratio - step / max(floor, 1e-9)) / ratio < 0.05 or floor == 0.0
+
+
+def test_profile_refuses_a_draft_with_no_step_of_its_own_in_one_line(tiny_target):
+    from explorer.errors import ExplorerError
+    from explorer.profile import draft_step
+
+    with pytest.raises(ExplorerError, match="prompt-lookup:3 drafts without a forward of its own .* no step to weigh"):
+        draft_step(tiny_target, "prompt-lookup:3")
+
+
 def test_profile_prints_t_of_n_for_both_forwards_and_the_parts_and_no_impossible_ratio():
     """A real process, since torch.profiler's engine writes its "USDT: … profiler_start" lines to the process's own
     stderr (#48). A ratio or share that no forward can have (#48: "T(16)/T(1) = 0.11", parts adding up to 277 %; a

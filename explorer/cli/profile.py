@@ -17,6 +17,8 @@ def add_parser(sub) -> None:
     profile.add_argument("--context", type=int, default=128, help="cached tokens before the measured ones")
     profile.add_argument("--repeats", type=int, default=15)
     profile.add_argument("--device", help="cpu | cuda (default: cuda when present)")
+    profile.add_argument("--draft", help="also weigh one step of this forward draft (int4, int8, model:…, "
+                         "early-exit:N) against the bytes it reads at this machine's measured bandwidth")
     add_dtype(profile)
     profile.set_defaults(handler=handle)
 
@@ -33,5 +35,10 @@ def handle(args) -> int:
         raise ExplorerError("--tokens must start with 1 (the ratios are to T(1)) and stay within 1..256")
     if not 1 <= args.context <= 4096 or not 1 <= args.repeats <= 1000:
         raise ExplorerError("--context must be 1..4096 and --repeats 1..1000")
-    print(report(load(args.model, device=args.device, dtype=args.dtype), sizes, args.context, args.repeats))
+    target = load(args.model, device=args.device, dtype=args.dtype)
+    print(report(target, sizes, args.context, args.repeats))
+    if args.draft:
+        from ..profile import draft_step, draft_words
+
+        print("\n" + draft_words(args.draft, draft_step(target, args.draft, args.context, args.repeats)))
     return 0
