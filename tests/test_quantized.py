@@ -167,9 +167,21 @@ def test_the_systems_and_bad_names(tiny_target):
         explorer.decode(tiny_target, "hi", method="quantized", draft="prompt-lookup:2", max_new_tokens=2)
 
 
-def test_the_preset_fills_draft_controller_and_gamma():
+def test_the_preset_fills_draft_controller_and_gamma(tiny_target):
     preset = explorer.method_preset("quantized", "tiny-random:1")
-    assert preset["draft"] == "int4" and preset["gamma"] >= 4 and preset["why"]
+    assert preset["why"] and set(preset) == {"draft", "controller", "gamma", "why"}
+    run = explorer.decode(tiny_target, "hello there", method="quantized", max_new_tokens=40)
+    assert (run.draft, run.settings.controller, run.settings.gamma) == (
+        preset["draft"], preset["controller"], preset["gamma"])  # what the run used is what the preset says
+    first, second = run.rounds[0], run.rounds[1]
+    assert len(first.drafted) == preset["gamma"]  # the first round drafts the preset's γ
+    if preset["controller"] == "heuristic":  # HF's schedule: +2 after a round accepted whole, −1 otherwise
+        whole = first.n_accepted == len(first.drafted)
+        assert len(second.drafted) == len(first.drafted) + (2 if whole else -1)
+    given = explorer.decode(tiny_target, "hello there", method="quantized", draft="int8", controller="fixed",
+                            gamma=2, max_new_tokens=12)
+    assert (given.draft, given.settings.controller, given.settings.gamma) == ("int8", "fixed", 2)  # given wins
+    assert {len(r.drafted) for r in given.rounds[:-1]} == {2}  # a fixed γ = 2 (the last round may be cut)
 
 
 # -- the views ------------------------------------------------------------------------------------------

@@ -264,18 +264,46 @@ EDGES = {
 }
 
 
-def draw_everything(trace) -> None:
+def draw_everything(trace) -> dict:
+    """Every view of the trace at its first, middle and last round: {"figures": {title: [the figure's JSON as
+    data, …]}, "html": all the HTML drawn, "summary": the run's summary}."""
     n = len(trace.rounds)
+    figures: dict[str, list[dict]] = {}
+    html = []
+
+    def keep(title: str, figure) -> None:
+        text = figure.to_json()
+        assert not re.search(r"\bNaN\b|Infinity", text), f"{title} draws a number that is not finite"
+        figures.setdefault(title, []).append(json.loads(text))
+
     for i in sorted({0, n // 2, n - 1}):
-        viz.token_html(trace, i)
-        viz.round_detail_figure(trace, i).to_json()
+        html.append(viz.token_html(trace, i))
+        keep("round detail", viz.round_detail_figure(trace, i))
         for view in viz.views_for(trace):
             drawn = view.render(trace, i)
             if view.kind == "plot":
-                drawn.to_json()
-    viz.latency_figure(trace, trace).to_json()
-    viz.run_summary(trace)
-    viz.theory_figure(0.5, 0.2, 0.3, trace).to_json()
+                keep(view.title, drawn)
+            else:
+                html.append(drawn)
+    keep("latency", viz.latency_figure(trace, trace))
+    keep("theory", viz.theory_figure(0.5, 0.2, 0.3, trace))
+    return {"figures": figures, "html": "\n".join(html), "summary": viz.run_summary(trace)}
+
+
+def series(drawn: dict, title: str, name: str) -> list:
+    """The y values of the series ``name`` in the first figure titled ``title``."""
+    return next(trace["y"] for trace in drawn["figures"][title][0]["data"] if trace.get("name") == name)
+
+
+# what each forged trace's drawing must show, beyond that it draws (finite numbers, the run's summary)
+SHOWS = {
+    "beta-ts huge counts": lambda d: set(series(d, "TS posterior", "posterior mean α/(α + β)")) == {0.5},
+    "heuristic at γ 64": lambda d: set(series(d, "Draft-length controller", "γ planned by the controller")) == {64}
+    and "<b>|" not in json.dumps(d["figures"]) and "&lt;b&gt;" in json.dumps(d["figures"]),  # the evidence, escaped
+    "slowest rounds": lambda d: all(set(series(d, "latency", f"{phase} (ms)")) == {limits.MAX_TRACE_SECONDS * 1000}
+                                    for phase in ("draft", "verify", "other")),
+    "longest token texts": lambda d: "&lt;&amp;&gt;" in d["html"] and "<&>" not in d["html"],
+}
 
 
 @pytest.mark.parametrize("edge", list(EDGES))
@@ -283,7 +311,11 @@ def test_values_at_the_edge_of_the_bounds_still_draw(traces, edge):
     name, edit = EDGES[edge]
     data = json.loads(json.dumps(traces[name]))
     edit(data)
-    draw_everything(explorer.load_trace(json.dumps(data)))
+    trace = explorer.load_trace(json.dumps(data))
+    drawn = draw_everything(trace)
+    assert f"**{trace.method}**" in drawn["summary"] and f"{len(trace.output_ids)} tokens" in drawn["summary"]
+    assert len(drawn["figures"]["round detail"]) == len({0, len(trace.rounds) // 2, len(trace.rounds) - 1})
+    assert edge not in SHOWS or SHOWS[edge](drawn), f"{edge}: the drawing does not show the forged values"
 
 
 # -- the largest trace allowed --------------------------------------------------------------------------
@@ -379,7 +411,18 @@ def test_each_optional_key_may_be_absent_or_null(key):
                 holder.pop(key, None)
             else:
                 holder[key] = value
-        draw_report(load_bench_report(json.dumps(report)))
+        table = draw_report(load_bench_report(json.dumps(report)))
+        rows = [cells(line) for line in table.split("\n") if line.startswith("| ")][1:]
+        assert [row[0] for row in rows] == [row["system"] for row in REPORT["rows"]]  # every system, in order
+        assert {len(row) for row in rows} == {14}  # every column, a missing value a dash
+        assert sum(row.count("–") for row in rows) >= FULL_DASHES  # what is gone is shown as gone, not invented
+
+
+def cells(line: str) -> list[str]:
+    return [cell.strip() for cell in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+
+
+FULL_DASHES = sum(cells(line).count("–") for line in draw_report(REPORT).split("\n")[2:] if line.startswith("| "))
 
 
 def test_odd_strings_in_a_report_stay_in_their_cells():

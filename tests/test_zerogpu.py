@@ -209,13 +209,24 @@ def test_the_audit_and_the_race_run_in_one_gpu_call_each(zero_gpu):
     assert "ar (plain decoding)" in drawn and "speculative:prompt-lookup:2" in drawn
 
 
+def cells(row: str) -> list[str]:
+    """A markdown table row's cells, stripped."""
+    return [cell.strip() for cell in row.strip().strip("|").split("|")]
+
+
 def test_the_lab_the_sweep_and_the_measured_what_if_run_on_the_gpu(zero_gpu, default_model):
     demo = layout.build_demo()
     quiet = {"progress": lambda *a, **k: None}
     plot, table = event(demo, "run_lab")("0.9", "1", "0", 8, request("zero-6"), **quiet)
-    assert "speed-up" in table.lower() or "γ" in table
+    rows = [cells(line) for line in table.splitlines() if line.startswith("| 0.9 | 1 | 0 |")]
+    assert len(rows) == 1, table  # the one point asked for: α = 0.9, γ = 1, c = 0
+    assert rows[0][6] == rows[0][9] == "1.90"  # eq. 1: (1 − 0.9²)/(1 − 0.9); Thm 3.8 at c = 0 is the same
+    assert len(plot.data) >= 1
     plot, table = event(demo, "run_sweep")("early-exit:8", "0.5", "inf", 1, 8, request("zero-6"), **quiet)
-    assert table
+    rows = [cells(line) for line in table.splitlines() if line.startswith("| 0.5 | ∞ |")]
+    assert len(rows) == 1, table  # the one grid point asked for: α_FB = 0.5, α_RB = ∞
+    assert 0 <= float(rows[0][2]) <= 1 and 0 <= float(rows[0][3]) <= 1  # agreement, ROUGE-L
+    assert "early-exit:8" in table and "8 new tokens" in table and len(plot.data) >= 1
     from explorer.ui.whatif import EXAMPLE
 
     analyse = event(demo, "analyse")
