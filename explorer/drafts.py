@@ -24,7 +24,9 @@ class DraftKind:
     drafter adds to a round's ``detail`` (checked when a trace is loaded); ``glossary`` its words;
     ``examples`` the specs the page's drafter menu offers, or a function giving them (a kind whose trained parts
     ship for some sizes reads them from its artifacts); ``distributions`` whether its drafter gives q for every
-    token from a forward of its own (what BiLD's small model and beam search's exact rule need)."""
+    token from a forward of its own (what BiLD's small model and beam search's exact rule need); ``hf_assistant(model,
+    argument)`` the model object Hugging Face's assisted generation is handed as the same draft (the benchmark's
+    baseline, ``explorer.hf_systems``), None where it has no counterpart there."""
 
     name: str
     form: str
@@ -33,6 +35,7 @@ class DraftKind:
     glossary: str = ""
     examples: tuple[str, ...] | Callable[[], tuple[str, ...]] = ()
     distributions: bool = False
+    hf_assistant: Callable[[object, str], object] | None = None
 
 
 KINDS: dict[str, DraftKind] = {}
@@ -41,6 +44,14 @@ KINDS: dict[str, DraftKind] = {}
 def register_kind(kind: DraftKind) -> DraftKind:
     KINDS[kind.name] = kind
     return kind
+
+
+def order_kinds(order: tuple[str, ...]) -> None:
+    """Put the registered kinds in ``order`` (the registry's explicit one), those it does not name after them as
+    they registered: every list of kinds (messages, the drafter menu, the glossary) reads them in this order."""
+    ranked = sorted(KINDS.values(), key=lambda k: order.index(k.name) if k.name in order else len(order))
+    KINDS.clear()
+    KINDS.update((k.name, k) for k in ranked)
 
 
 def draft_kind(spec: str) -> str:

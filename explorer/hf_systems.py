@@ -1,6 +1,6 @@
 """Hugging Face's own decoding as the benchmark's and the sweeps' baselines: ``generate`` (plain, or assisted by
-prompt lookup or by an assistant made of the target's own first layers and our trained exit), and its beam search,
-each timed around the whole call, as ours are.
+prompt lookup or by the assistant model a draft kind builds, ``DraftKind.hf_assistant``: the target's own first
+layers and our trained exit for ``early-exit:N``), and its beam search, each timed around the whole call, as ours are.
 """
 
 from __future__ import annotations
@@ -9,51 +9,24 @@ import time
 
 import torch
 
-from .methods.eesd.exits import exit_for
+from .drafts import KINDS, draft_kind
+from .errors import ExplorerError
+from .limits import clip
 
 
 def hf_assistant_kwargs(target, draft: str, gamma: int) -> dict:
-    """Hugging Face's own assisted generation with the same draft as ours (``prompt-lookup:n`` or
-    ``early-exit:N``), at a constant γ: ``generate``'s keywords."""
+    """Hugging Face's own assisted generation with the same draft as ours (``prompt-lookup:n``, or a draft kind
+    that builds HF an assistant model, ``DraftKind.hf_assistant``: ``early-exit:N``), at a constant γ:
+    ``generate``'s keywords."""
     kind, _, arg = draft.partition(":")
     if kind == "prompt-lookup":
         return {"prompt_lookup_num_tokens": gamma, "max_matching_ngram_size": int(arg)}
-    return {"assistant_model": early_exit_assistant(target.model, int(arg)),
+    registered = KINDS.get(draft_kind(draft))
+    if registered is None or registered.hf_assistant is None:
+        raise ExplorerError(f"Hugging Face's assisted generation has no counterpart of the draft {clip(draft, 60)}")
+    return {"assistant_model": registered.hf_assistant(target.model, arg),
             "num_assistant_tokens": gamma, "num_assistant_tokens_schedule": "constant",
             "assistant_confidence_threshold": 0.0}
-
-
-def early_exit_assistant(model: torch.nn.Module, n_layers: int) -> torch.nn.Module:
-    """A model object made of the target's own embedding, first N layers, the same trained exit layers
-    and norm as our ``early-exit:N`` when one ships (else the model's norm), and the full LM head
-    (shared tensors, the target untouched): what HF's ``assistant_model`` needs. HF runs it with its
-    own cache (no sharing with the target) and over the whole vocabulary."""
-    import copy
-
-    head = exit_for(model, n_layers)
-    layers = list(model.model.layers[:n_layers])
-    for index, layer in enumerate(head.layers):
-        # shallow copies share the weights; only the attention's cache index differs (HF's cache is one
-        # list of layers), and the submodule table is copied so the original keeps its own attention
-        exit_layer = copy.copy(layer)
-        exit_layer._modules = dict(layer._modules)
-        attention = copy.copy(layer.self_attn)
-        attention.layer_idx = n_layers + index
-        exit_layer.self_attn = attention
-        layers.append(exit_layer)
-    config = copy.deepcopy(model.config)
-    config.num_hidden_layers = len(layers)
-    if getattr(config, "layer_types", None):
-        config.layer_types = config.layer_types[:len(layers)]
-    with torch.device("meta"):
-        assistant = type(model)(config)
-    assistant.model.embed_tokens = model.model.embed_tokens
-    assistant.model.layers = torch.nn.ModuleList(layers)
-    assistant.model.norm = head.norm
-    assistant.model.rotary_emb = model.model.rotary_emb
-    assistant.lm_head = model.lm_head
-    assistant.generation_config = copy.deepcopy(model.generation_config)
-    return assistant.eval()
 
 
 def hf_beam_search(target, prompt_ids: list[int], width: int, max_new_tokens: int) -> tuple[list[int], float]:

@@ -21,8 +21,8 @@ from typing import Callable
 from .api import load_cached, decode, stream
 from .errors import ExplorerError
 from .limits import clip
+from . import methods
 from .bench import load_prompts
-from .methods.bild import BildOptions
 from .progress import left_after, print_progress
 from .quality import compare, first_divergence, token_agreement
 from .ratios import FLOOR_NOISE, curve_doubts, curve_words, impossible_speedup, pace_words
@@ -37,11 +37,12 @@ def bild_sweep(model: str = "default", draft: str = "early-exit:4", fallbacks=DE
                progress: Callable[[int, int, str], None] | None = None,
                should_stop: Callable[[], bool] | None = None) -> dict:
     """Run the grid; returns ``{"points": [...], "meta": {...}}`` with the Pareto front marked.
-    ``max_small_steps`` None: BiLD's own default (``methods.bild.BildOptions``).
+    ``max_small_steps`` None: BiLD's own default (its record's options).
 
     ``progress(done, total, line)`` is called after each grid point (default: the line on stderr);
     ``should_stop()`` before each decode (true: ``Stopped``)."""
-    max_small_steps = BildOptions().max_small_steps if max_small_steps is None else max_small_steps
+    if max_small_steps is None:
+        max_small_steps = methods.get("bild").make_options({}).max_small_steps
     progress = progress or print_progress
     target = load_cached(model, None, None)
     texts = prompts if prompts is not None else [p["text"] for p in load_prompts()]

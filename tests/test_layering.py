@@ -381,3 +381,47 @@ def test_the_test_import_rule_catches_a_violation():
         assert imported_test_modules(source), source
     assert not imported_test_modules("import pytest\nfrom helpers import load\nfrom conftest_ui import set_number\n"
                                      "from explorer.viz import views")
+
+
+# -- a method is one package: nothing outside explorer/methods/ imports one ----------------------------------
+
+
+def method_modules() -> set[str]:
+    """The modules that hold a method (the package or module under ``explorer.methods`` its ``start`` is written
+    in), read from the registry; the registry's own modules (options, records, the system grammar) are not one."""
+    from explorer import methods
+
+    found = {".".join(m.start.__module__.split(".")[:3]) for m in methods.discover().values()}
+    assert found and all(within(n, {"explorer.methods"}) and n != "explorer.methods" for n in found), found
+    return found
+
+
+OUTSIDE_THE_METHODS = [PACKAGE.parent / "app.py"] + [p for p in sorted(PACKAGE.rglob("*.py"))
+                                                     if p.relative_to(PACKAGE).parts[0] != "methods"]
+
+
+def method_imports(path: Path, method_modules: set[str]) -> set[str]:
+    """The method modules a module imports, anywhere in it (a function's import is a dependency too)."""
+    return {n for n in project_imports(path) if within(n, method_modules)}
+
+
+def test_no_module_outside_the_methods_imports_a_method():
+    """Adding a method changes nothing else: per-session state, sweeps, baselines and draft kinds are reached through
+    the registry (``explorer.methods``), never by naming a method's module."""
+    mine = method_modules()
+    bad = {str(p.relative_to(PACKAGE.parent)): sorted(found) for p in OUTSIDE_THE_METHODS
+           if (found := method_imports(p, mine))}
+    assert not bad, f"modules outside explorer/methods/ import a method's module: {bad}"
+
+
+def test_the_method_import_rule_sees_one(tmp_path, monkeypatch):
+    module = tmp_path / "explorer" / "ui" / "m.py"
+    module.parent.mkdir(parents=True)
+    monkeypatch.setattr(__import__(__name__), "PACKAGE", tmp_path / "explorer")
+    for source in ("from explorer.methods.suffix.corpus import HISTORY", "def f():\n    from ..methods.bild import X",
+                   "from ..methods import eesd", "import explorer.methods.beam.search"):
+        module.write_text(source + "\n")
+        assert method_imports(module, {"explorer.methods.suffix", "explorer.methods.bild",
+                                                 "explorer.methods.eesd", "explorer.methods.beam"}), source
+    module.write_text("from explorer import methods\nfrom ..methods import discover, Request\n")
+    assert not method_imports(module, {"explorer.methods.suffix"})

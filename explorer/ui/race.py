@@ -16,8 +16,7 @@ import gradio as gr
 
 import explorer
 from explorer.errors import one_line
-from explorer import race
-from explorer.methods.suffix.corpus import HISTORY
+from explorer import methods, race
 from explorer.viz.race import RACE_CSS, race_html
 
 from .trace_files import race_folder
@@ -78,8 +77,8 @@ def wire_race(page: Page, section: RaceSection, compare: CompareView, concurrenc
                 yield {section.view: "<div class='race'><div class='race-clock'>◷ Racing on a ZeroGPU GPU (the whole "
                                      "race in one call; it is drawn when it ends)…</div></div>"}
                 result = zerogpu.race_run(values[page.model], values[page.prompt], systems, keywords,
-                                          HISTORY.export(keywords["session"]))
-                HISTORY.replace(keywords["session"], result["history"])  # suffix lanes' outputs, as a CPU race keeps them
+                                          methods.export_sessions(keywords["session"]))
+                methods.replace_sessions(keywords["session"], result["sessions"])  # what the lanes' methods kept, as on a CPU
                 shown = compare.show(result["report"])
                 yield {section.view: race_html(result["lanes"], options["max_new_tokens"]),
                        section.download: gr.DownloadButton(value=str(_write_report(shown[compare.report], session)),

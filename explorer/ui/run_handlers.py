@@ -136,7 +136,7 @@ class Running(Comparing):
         (``zerogpu.decode_run``; ``history``: whose suffix outputs it reads and joins), then the page plays its
         rounds from the first."""
         p = self.page
-        asked = zerogpu.ENTRY_POINTS["decode_run"](model, prompt, history, options, True, [])
+        asked = zerogpu.ENTRY_POINTS["decode_run"](model, prompt, history, options, True, {})
         yield {p.status: f"◷ Waiting for a ZeroGPU GPU (asking for up to {asked} s of your GPU quota). The whole run "
                          "and plain decoding on the same settings decode there in one go; then the rounds play here. "
                          "Stop cannot end a run that is on the GPU."}

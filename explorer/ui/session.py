@@ -79,19 +79,20 @@ def visitor_id(request) -> str:
 
 
 def history_session(request, api: bool = False) -> str | None:
-    """Whose finished outputs a ``suffix`` run drafts from and joins (``methods.suffix.corpus.History``): the
-    page's own session; a public-API client's own, named ``History.API_PREFIX…`` (``api``) so that a script that
+    """Whose earlier runs a method that learns from them keeps apart (``Method.session_state``: ``suffix`` drafts from
+    and joins a session's finished outputs): the page's own session; a public-API client's own, named
+    ``methods.API_SESSION_PREFIX…`` (``api``) so that a script that
     opens a session per call pushes out API sessions before any visitor's; and ``None``, no history at all, where
     callers cannot be told apart. Gradio's MCP server sends every MCP caller's call through one cached client with
     one session hash (its streamable HTTP transport is stateless: there is no ``mcp-session-id`` to key on), and
     marks it ``x-gradio-user: mcp``; a call without a session hash would share ``anonymous`` with every other."""
-    from explorer.methods.suffix.corpus import History
+    from explorer.methods import API_SESSION_PREFIX
 
     session_hash = getattr(request, "session_hash", None)
     headers = getattr(request, "headers", None) or {}
     if not session_hash or headers.get("x-gradio-user") == "mcp":
         return None
-    return f"{History.API_PREFIX}{session_hash}" if api else session_hash
+    return f"{API_SESSION_PREFIX}{session_hash}" if api else session_hash
 
 
 # What Gradio (6.31, state_holder.py) keeps for a page once it is closed, measured (issue 40): every gr.State value

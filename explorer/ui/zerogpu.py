@@ -166,34 +166,35 @@ def device_for(hardware: str | None) -> str | None:
 # -- the entry points: whole jobs, plain data in and out ------------------------------------------------
 
 
-def _decode_tokens(model, prompt, session, options, baseline, history) -> float:
+def _decode_tokens(model, prompt, session, options, baseline, sessions) -> float:
     return options.get("max_new_tokens", 64) * (2 if baseline else 1)
 
 
 @gpu_entry(_decode_tokens, lambda model, prompt, session, options, *rest: (model, options.get("draft")))
 def decode_run(model: str, prompt: str, session: str, options: dict, baseline: bool,
-               history: list) -> dict:
+               sessions: dict) -> dict:
     """A whole decode (and, with ``baseline``, plain decoding on its prompt and settings right after it):
-    ``{"trace", "baseline"}`` as trace JSON, and ``history``, the session's finished outputs after it
-    (``suffix`` drafts from them; the worker's memory does not outlive the call, so the app keeps them)."""
-    from explorer.methods.suffix.corpus import HISTORY
+    ``{"trace", "baseline"}`` as trace JSON, and ``sessions``, what the methods keep of the session's runs after it
+    (``methods.export_sessions``: ``suffix`` drafts from its finished outputs; the worker's memory does not outlive
+    the call, so the app keeps them)."""
+    from explorer import methods
 
     from .baseline import baseline_stream
 
-    HISTORY.replace(session, history)
+    methods.replace_sessions(session, sessions)
     trace = explorer.stream(model, prompt, session=session, **options).run()
     plain = baseline_stream(trace).run() if baseline and trace.rounds else None
     return {"trace": trace.to_json(), "baseline": plain.to_json() if plain is not None else None,
-            "history": HISTORY.export(session)}
+            "sessions": methods.export_sessions(session)}
 
 
 def decode(model: str, prompt: str, session: str, options: dict, baseline: bool) -> tuple:
-    """``decode_run`` from the app's side: the session's ``suffix`` memory handed over and taken back, the
+    """``decode_run`` from the app's side: what the methods keep of the session handed over and taken back, the
     pace of the runs recorded; (the trace, plain decoding's trace or None) as ``RunTrace``s."""
-    from explorer.methods.suffix.corpus import HISTORY
+    from explorer import methods
 
-    result = decode_run(model, prompt, session, options, baseline, HISTORY.export(session))
-    HISTORY.replace(session, result["history"])
+    result = decode_run(model, prompt, session, options, baseline, methods.export_sessions(session))
+    methods.replace_sessions(session, result["sessions"])
     runs = [explorer.load_trace(text) if text else None for text in (result["trace"], result["baseline"])]
     for run in filter(None, runs):
         PACE.add(run.summary.wall_s, run.summary.new_tokens)
@@ -209,23 +210,23 @@ def audit_run(model: str, prompt: str, runs: int, temperature: float, options: d
     return sampling_audit(model, prompt, runs=runs, temperature=temperature, **options)
 
 
-def _race_tokens(model, prompt, systems, keywords, history) -> float:
+def _race_tokens(model, prompt, systems, keywords, sessions) -> float:
     from explorer.race import WARM_UP_TOKENS, parse_lanes
 
     return len(parse_lanes(systems)) * (keywords.get("max_new_tokens", 64) + WARM_UP_TOKENS)
 
 
-@gpu_entry(_race_tokens, lambda model, prompt, systems, keywords, history: (model, *systems))
-def race_run(model: str, prompt: str, systems: list[str], keywords: dict, history: list) -> dict:
-    """A whole race (``explorer.race``): its lanes as the page draws them at the end, its report, and the
-    session's finished outputs after it (as ``decode_run``)."""
-    from explorer import race
-    from explorer.methods.suffix.corpus import HISTORY
+@gpu_entry(_race_tokens, lambda model, prompt, systems, keywords, sessions: (model, *systems))
+def race_run(model: str, prompt: str, systems: list[str], keywords: dict, sessions: dict) -> dict:
+    """A whole race (``explorer.race``): its lanes as the page draws them at the end, its report, and what the
+    methods keep of the session after it (as ``decode_run``)."""
+    from explorer import methods, race
 
     session = keywords.get("session", "")
-    HISTORY.replace(session, history)
+    methods.replace_sessions(session, sessions)
     lanes = race.run(race.start(model, prompt, systems, **keywords))
-    return {"lanes": race.snapshot(lanes), "report": race.race_report(lanes), "history": HISTORY.export(session)}
+    return {"lanes": race.snapshot(lanes), "report": race.race_report(lanes),
+            "sessions": methods.export_sessions(session)}
 
 
 @gpu_entry(lambda draft, fallbacks, rollbacks, tokens, prompts:

@@ -7,6 +7,7 @@ from ...drafts import DraftKind, positive_int, register_kind
 from ...engine.drafters import ForwardDrafter
 from ...errors import ExplorerError
 from .exits import exit_for, shipped_depths
+from .hf_assistant import hf_assistant
 from .self_draft import DraftRunner, SelfSpeculation, SharedVerifier
 from .theta_predictor import find_predictor, load_predictor
 
@@ -71,5 +72,6 @@ def menu() -> tuple[str, ...]:
 
 
 register_kind(DraftKind("early-exit", "early-exit:N", _build, distributions=True, examples=menu,
+                        hf_assistant=hf_assistant,
                         glossary="the target's own first N layers plus a trained **exit layer** (EESD 3.1): a draft "
                                  "that shares the target's cache, so drafting and verifying reuse the same work."))

@@ -15,8 +15,8 @@ from ...limits import clip
 from ...run import Decoding
 from ...trace.schema import COUNT, ID, NAME
 from ...untrusted import ListOf, Maybe, Record, number
-from .. import Method, Options, Request, option, register
-from .corpus import MAX_MATCH
+from .. import Method, Options, Request, SessionState, option, register
+from .corpus import HISTORY, MAX_MATCH
 from .step import SuffixStep
 
 CORPORA = {"all": "the shipped answers, this session's earlier outputs and the prompt (the paper's global and "
@@ -120,4 +120,5 @@ register(Method(
              "**frequency-based probability**); a match of p tokens drafts at most α·p nodes. No draft model; "
              "lossless.",
     system_syntax=f"suffix[:{'|'.join(CORPORA)}][:N]",
+    session_state=SessionState(HISTORY.export, HISTORY.replace),  # the session's finished outputs, kept by the app
 ))

@@ -35,6 +35,7 @@ import numpy as np
 
 from ... import machine
 from ...shipped import ASSETS
+from ..request import API_SESSION_PREFIX
 
 MAX_MATCH = 64  # the longest suffix matched (the paper's maximum tree depth)
 MAX_OCCURRENCES = 4096  # occurrences a node's children are counted over (evenly spaced beyond this)
@@ -330,7 +331,7 @@ class History:
 
     MAX_TOKENS = 50_000
     MAX_SESSIONS = 64
-    API_PREFIX = "api:"
+    API_PREFIX = API_SESSION_PREFIX
 
     def __init__(self):
         self._lock = threading.Lock()
