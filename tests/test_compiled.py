@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import explorer
-from explorer.engine import compiled, fast, kernels
+from explorer.engine import compiled, fast, kernels, layer_maths
 from explorer.engine.cache import CachedForward
 from explorer.engine import fused_layer
 from explorer.engine.fast import fast_view
@@ -169,5 +169,28 @@ def test_attention_by_fused_reductions_equals_attention_by_products(rows, past):
     buffer = torch.randn(2, 3, 64 + past + rows, 64, generator=generator)  # (K/V, G, C, D)
     k, v = buffer[0, :, :past + rows], buffer[1, :, :past + rows]
     mask = torch.full((rows, past + rows), torch.finfo(torch.float32).min).triu(past + 1)
-    expected = compiled.attention(q, k, v, mask, 0.125)
-    assert torch.allclose(compiled.attention_rows(q, k, v, mask, 0.125), expected, atol=1e-5)
+    expected = layer_maths.attention(q, k, v, mask, 0.125)
+    assert torch.allclose(layer_maths.attention_rows(q, k, v, mask, 0.125), expected, atol=1e-5)
+
+
+def test_the_artifacts_key_follows_the_code_that_compiles_and_nothing_else(tmp_path, monkeypatch):
+    """An edit to the compile policy and cache (compiled.py) keeps every compiled artifact (a new key costs a
+    compile of 10–30 s per layer shape and family on 2 cores); an edit to the layer's maths or to what the
+    child traces and compiles makes a new one. Each module is pointed at an edited copy of its file."""
+    from pathlib import Path
+
+    from explorer.engine import compile_child
+
+    key = compiled.source_key()
+
+    def key_with_an_edit_to(module) -> str:
+        with monkeypatch.context() as patch:
+            copy = tmp_path / Path(module.__file__).name
+            copy.write_text(Path(module.__file__).read_text() + "\n# an edit that changes nothing it computes\n")
+            patch.setattr(module, "__file__", str(copy))
+            return compiled.source_key()
+
+    assert key_with_an_edit_to(compiled) == key
+    assert key_with_an_edit_to(layer_maths) != key
+    assert key_with_an_edit_to(compile_child) != key
+    assert compiled.source_key() == key

@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from . import compiled, kernels, lowbit
+from . import compiled, kernels, layer_maths, lowbit
 from .cache import GrowingLayer, cache_layer
 from .kernel_linear import KernelLinear
 
@@ -89,7 +89,7 @@ class FusedLlamaLayer(torch.nn.Module):
         """(compiled step, its weight arguments) for row bucket ``bucket``'s kernel ``kind``, or None (SiLU MLPs
         only; see ``engine.compiled``). The products say how the compiled layer calls them (``compiled_form``):
         all four must be of one family. A low-bit copy's steps of up to 8 rows attend by fused reductions
-        (``compiled.attention_rows``); everything else, and the target always, by batched products."""
+        (``layer_maths.attention_rows``); everything else, and the target always, by batched products."""
         linears = (self.qkv, self.o_proj, self.gate_up, self.down_proj)
         forms = [m.compiled_form(kind) for m in linears]
         if self.norm_in[0].device.type != "cpu":
@@ -101,7 +101,7 @@ class FusedLlamaLayer(torch.nn.Module):
         biases = [m.bias_tensor for m in linears]
         if any(b is None for b in biases) and any(b is not None for b in biases):
             return None
-        shape = compiled.LayerShape(
+        shape = layer_maths.LayerShape(
             hidden=weight.shape[0], heads=self.q_size // self.head_dim, kv_heads=self.kv_size // self.head_dim,
             head_dim=self.head_dim, inner=self.inner, eps=float(self.norm_in[1]), scaling=float(self.scaling),
             dtype=str(weight.dtype).replace("torch.", ""), family=forms[0][0], bias=biases[0] is not None,
@@ -109,8 +109,8 @@ class FusedLlamaLayer(torch.nn.Module):
         step = compiled.layer_step(shape)
         if step is None:
             return None
-        return step, compiled.weight_arguments(shape, [tensors for _, tensors in forms],
-                                               (self.norm_in[0], self.norm_post[0]), biases)
+        return step, layer_maths.weight_arguments(shape, [tensors for _, tensors in forms],
+                                                  (self.norm_in[0], self.norm_post[0]), biases)
 
     def _rms_norm(self, x: torch.Tensor, norm: tuple[torch.Tensor, float]) -> torch.Tensor:
         """HF's RMSNorm: in float32 one kernel (F.rms_norm: 15 µs against 23 µs for HF's six ops, same result
@@ -118,7 +118,7 @@ class FusedLlamaLayer(torch.nn.Module):
         weight, eps = norm
         if x.dtype == torch.float32:
             return F.rms_norm(x, weight.shape, weight, eps)
-        return compiled.rms_norm(x, weight, eps)
+        return layer_maths.rms_norm(x, weight, eps)
 
     def forward(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 position_ids=None, past_key_values=None, use_cache: bool = False,
@@ -137,8 +137,8 @@ class FusedLlamaLayer(torch.nn.Module):
         v = v.view(b, t, -1, self.head_dim).transpose(1, 2)  # (B, G, T, D)
         cos, sin = position_embeddings  # (B, T, D) each
         cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
-        q = q * cos + compiled.rotate_half(q) * sin
-        k = k * cos + compiled.rotate_half(k) * sin
+        q = q * cos + layer_maths.rotate_half(q) * sin
+        k = k * cos + layer_maths.rotate_half(k) * sin
         if past_key_values is not None:
             k, v = past_key_values.update(k, v, self.layer_idx)  # (B, G, S, D)
         mask, causal = attention_mask, False

@@ -12,7 +12,7 @@ import functools
 import torch
 import torch.nn.functional as F
 
-from . import compiled, kernels
+from . import kernels, layer_maths
 
 
 class KernelLinear(torch.nn.Module):
@@ -60,7 +60,7 @@ class KernelLinear(torch.nn.Module):
     def compiled_form(self, kind: str) -> tuple[str, tuple[torch.Tensor]] | None:
         """(family, tensors) of ``kind``'s kernel as the compiled layer takes them (``engine.compiled``),
         None where this linear does not hold ``kind``'s form."""
-        return (compiled.FAMILY[kind], (self.forms[kind],)) if kind in self.forms else None
+        return (layer_maths.FAMILY[kind], (self.forms[kind],)) if kind in self.forms else None
 
     def run(self, kind: str, flat: torch.Tensor) -> torch.Tensor:
         """(R, I) -> (R, O) through ``kind`` (the kernel measurement's call)."""

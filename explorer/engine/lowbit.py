@@ -97,6 +97,16 @@ def pack_int4(blocks: Int4Blocks, dtype: torch.dtype) -> tuple[torch.Tensor, tor
     return packed, scale_zero.transpose(0, 1).contiguous().to(dtype)  # (G, O, 2)
 
 
+def rounded_tensors(family: str, weight: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
+    """A float weight (O, I) rounded into the tensors ``family``'s ("int4" | "int8") kernel reads, scales in
+    ``dtype``: int4 on Q4_1's grid per group of ``GROUP`` (``Int4Blocks.rounded``, packed by ``pack_int4``), int8
+    per row (``int8_rows``). What the kernel choice times and the compiled layer is traced with."""
+    if family == "int4":
+        return pack_int4(Int4Blocks.rounded(weight), dtype)
+    codes, scales = int8_rows(weight)
+    return codes, scales.to(dtype)
+
+
 def _inner_k_tiles(in_features: int) -> int:
     """CUDA's int4 layout: the largest tile count (8, 4 or 2) whose 16-column tiles divide the input."""
     return next((k for k in (8, 4, 2) if in_features % (16 * k) == 0), 2)
@@ -277,7 +287,7 @@ def _measure(bits: str, device: torch.device, dtype: torch.dtype) -> tuple[str, 
     generator = torch.Generator().manual_seed(0)
     weight = (torch.randn(o, i, generator=generator) * i ** -0.5).to(device)
     try:
-        fast = LowBitLinear(bits, _probe_tensors(bits, weight, dtype), o, i, None, dtype, "")
+        fast = LowBitLinear(bits, rounded_tensors(bits, weight, dtype), o, i, None, dtype, "")
         x = torch.randn(1, i, generator=generator).to(device, dtype)
         if float((fast(x).float() - x.float() @ _probe_dense(bits, weight).T).abs().max()) > 0.1:
             return "dense", f"{dense} (the {bits} kernel disagreed with the plain product here)"
@@ -300,13 +310,6 @@ def _measure(bits: str, device: torch.device, dtype: torch.dtype) -> tuple[str, 
     if quiet:
         _keep(key, choice)
     return choice
-
-
-def _probe_tensors(bits: str, weight: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
-    if bits == "int4":
-        return pack_int4(Int4Blocks.rounded(weight), dtype)
-    codes, scales = int8_rows(weight)
-    return codes, scales.to(dtype)
 
 
 def _probe_dense(bits: str, weight: torch.Tensor) -> torch.Tensor:

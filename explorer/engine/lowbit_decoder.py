@@ -15,7 +15,7 @@ import torch
 from transformers import DynamicCache
 
 from . import kernels
-from .compiled import rms_norm
+from .layer_maths import rms_norm
 from .fused_layer import FusedLlamaLayer
 from .forward import decoder_parts, run_layers
 
