@@ -23,10 +23,10 @@ class DraftKind:
     what follows ``<name>:``); ``form`` is how it is written, for messages; ``detail`` the keys its
     drafter adds to a round's ``detail`` (checked when a trace is loaded); ``glossary`` its words;
     ``examples`` the specs the page's drafter menu offers, or a function giving them (a kind whose trained parts
-    ship for some sizes reads them from its artifacts); ``distributions`` whether its drafter gives q for every
-    token from a forward of its own (what BiLD's small model and beam search's exact rule need); ``hf_assistant(model,
-    argument)`` the model object Hugging Face's assisted generation is handed as the same draft (the benchmark's
-    baseline, ``explorer.hf_systems``), None where it has no counterpart there."""
+    ship for some sizes reads them from its artifacts); ``gives_distributions`` whether its drafters give q for
+    every token from a forward of their own (``Drafter.gives_distributions``: what BiLD's small model and beam
+    search's exact rule need); ``hf_assistant(model, argument)`` the model object Hugging Face's assisted generation
+    is handed as the same draft (the benchmark's baseline, ``explorer.hf_systems``), None where it has none."""
 
     name: str
     form: str
@@ -34,7 +34,7 @@ class DraftKind:
     detail: Record | None = None
     glossary: str = ""
     examples: tuple[str, ...] | Callable[[], tuple[str, ...]] = ()
-    distributions: bool = False
+    gives_distributions: bool = False
     hf_assistant: Callable[[object, str], object] | None = None
 
 
@@ -66,9 +66,9 @@ def draft_forms() -> str:
 
 
 def distribution_kinds() -> tuple[str, ...]:
-    """The kinds whose drafters give q from a forward of their own (``DraftKind.distributions``), in
+    """The kinds whose drafters give q from a forward of their own (``DraftKind.gives_distributions``), in
     registration order: read at each use, so a kind registered later is there too."""
-    return tuple(k.name for k in KINDS.values() if k.distributions)
+    return tuple(k.name for k in KINDS.values() if k.gives_distributions)
 
 
 def draft_examples() -> list[str]:
@@ -157,7 +157,7 @@ def chat_frame(target) -> ChatFrame | None:
     return ChatFrame.of(lambda text: target.encode(text, chat=True))
 
 
-register_kind(DraftKind("model", "model:<name>", _model, examples=("model:default",), distributions=True,
+register_kind(DraftKind("model", "model:<name>", _model, examples=("model:default",), gives_distributions=True,
                         glossary="a smaller model with the target's tokenizer (model:default: the default model)."))
 register_kind(DraftKind("prompt-lookup", "prompt-lookup:n", _prompt_lookup,
                         examples=("prompt-lookup:3", "prompt-lookup:2"),

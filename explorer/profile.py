@@ -259,10 +259,10 @@ def draft_step(target, spec: str, context: int = 128, repeats: int = 15) -> dict
 
     discover()  # the method packages register their draft kinds
     drafter = make_drafter(spec, target, load)
-    runner = getattr(drafter, "runner", None)
-    if runner is None:
+    if not drafter.gives_distributions:
         raise ExplorerError(f"{spec} drafts without a forward of its own (prompt lookup, a tree): it has no step "
                             "to weigh against bytes")
+    runner = drafter.runner
     forward = runner.forward
     if hasattr(forward, "weight_bytes"):
         read = forward.weight_bytes()

@@ -59,7 +59,6 @@ class Drafter:
 
     spec: str = ""  # how it was asked for, e.g. "early-exit:4"
     about: str = ""  # one line for people: which draft this is (trained or not, from where)
-    gives_distributions: bool = False  # q for every drafted token (BiLD needs them)
     verifier = None  # a target runner that shares this draft's computation (early exit), else None
     expected_acceptance: float | None = None  # acceptance measured offline (a trained exit's agreement)
     theta_model = None  # (step, q_row) -> θ_M, the trained acceptance predictor of EESD eq. 5, else None
@@ -67,6 +66,13 @@ class Drafter:
     #                verify a smaller draft (hierarchical); None for a draft with no model (prompt lookup)
     needs_round_verifier = False  # drafts only from what its ``verifier`` computed as the round loop's target
     #                               runner (the feature head reads the target's features there)
+
+    @property
+    def gives_distributions(self) -> bool:
+        """Whether it gives q for every drafted token from a forward of its own, its ``runner`` (what BiLD's small
+        model, beam search's exact rule and a draft chain's upper levels need); ``DraftKind.gives_distributions``
+        says it of a kind before one is built. The one name of this capability."""
+        return self.runner is not None
 
     def propose(self, context: list[int], k: int, cfg: SamplingConfig, rng: Rng, stop: StopRule) -> Proposal:
         """Up to ``k`` tokens that continue ``context``, asking ``stop`` after each."""
@@ -93,8 +99,6 @@ class ForwardDrafter(Drafter):
     Each step runs one token (the cache keeps everything before), draws from q with the run's sampling
     warp, and asks the stop rule whether to go on.
     """
-
-    gives_distributions = True
 
     def __init__(self, spec: str, forward=None, device: torch.device | None = None, runner=None, verifier=None,
                  about: str | None = None, expected_acceptance: float | None = None, theta_model=None):

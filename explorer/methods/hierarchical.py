@@ -48,8 +48,6 @@ class HierarchicalOptions(Options):
 class HierarchicalDrafter(Drafter):
     """``upper`` (a draft that scores several positions in one forward) drafting with ``lower``'s help."""
 
-    gives_distributions = True
-
     def __init__(self, lower: Drafter, upper: Drafter, inner_gamma: int):
         self.lower, self.upper, self.inner_gamma = lower, upper, inner_gamma
         self.runner = upper.runner
@@ -117,7 +115,7 @@ def make_chain(spec, target, load, inner_gamma: int) -> HierarchicalDrafter:
     drafter = make_drafter(parts[0], target, load, "a hierarchical chain")
     for part in parts[1:]:
         upper = make_drafter(part, target, load, "a hierarchical chain")
-        if upper.runner is None:
+        if not upper.gives_distributions:
             raise ExplorerError(f"{part} cannot verify a smaller draft (it has no model to score with): "
                                 "the levels above the first must be model:<name> or early-exit:N")
         drafter = HierarchicalDrafter(drafter, upper, inner_gamma)

@@ -81,7 +81,7 @@ def start(request: Request, options: BeamOptions) -> Decoding:
                             f"width × max_new_tokens may be at most {MAX_BEAM_WORK} (here {work}); ask for fewer "
                             "tokens or a narrower beam")
     drafter = make_drafter(request.draft, request.target, request.load, "beam")
-    if options.rule == "exact" and getattr(drafter, "runner", None) is None:
+    if options.rule == "exact" and not drafter.gives_distributions:
         raise ExplorerError(f"the exact rule runs the draft's own beam search, so it needs a draft with "
                             f"distributions (model:<name>, early-exit:N, int4 or int8), not {drafter.spec}")
     settings = dataclasses.replace(request.settings, controller="fixed", gamma=min(request.settings.gamma, MAX_BEAM_GAMMA))

@@ -166,5 +166,4 @@ class SpeculativeBeams:
                            self._draft_forwards() - draft_before, Timing(draft_s, verify_s, other))
 
     def _draft_forwards(self) -> int:
-        runner = getattr(self.drafter, "runner", None)
-        return runner.forwards if runner is not None else 0
+        return self.drafter.runner.forwards if self.drafter.gives_distributions else 0

@@ -68,7 +68,6 @@ class FeatureVerifier(CachedForward):
 class FeatureHeadDrafter(Drafter):
     """Drafts with a feature head on the features its ``verifier`` (the round's target runner) keeps."""
 
-    gives_distributions = True
     needs_round_verifier = True  # it reads the features only the speculative round loop's verifier gives
 
     def __init__(self, spec: str, head: FeatureHead, target):

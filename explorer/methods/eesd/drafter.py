@@ -71,7 +71,7 @@ def menu() -> tuple[str, ...]:
     return tuple(f"early-exit:{n}" for n in depths) + (f"early-exit:{depths[len(depths) // 2]}:untrained",)
 
 
-register_kind(DraftKind("early-exit", "early-exit:N", _build, distributions=True, examples=menu,
+register_kind(DraftKind("early-exit", "early-exit:N", _build, gives_distributions=True, examples=menu,
                         hf_assistant=hf_assistant,
                         glossary="the target's own first N layers plus a trained **exit layer** (EESD 3.1): a draft "
                                  "that shares the target's cache, so drafting and verifying reuse the same work."))

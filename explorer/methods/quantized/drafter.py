@@ -27,11 +27,11 @@ def _build(spec: str, argument: str, target, load_model) -> ForwardDrafter:
 
 
 register_kind(DraftKind(
-    "int4", "int4", _build, examples=("int4",), distributions=True,
+    "int4", "int4", _build, examples=("int4",), gives_distributions=True,
     glossary="the target's **own weights in 4 bits** (for the default model, the GGUF's Q4_1 blocks: exactly the "
              "target's weights) with bf16 activations and a 4-bit pass over the LM head: a draft that agrees with the target "
              "almost always, at a fraction of its cost."))
 register_kind(DraftKind(
-    "int8", "int8", _build, examples=("int8",), distributions=True,
+    "int8", "int8", _build, examples=("int8",), gives_distributions=True,
     glossary="the target's own weights rounded to **8 bits** per row, bf16 activations: twice the bytes of int4, "
              "and for the default model no closer to it (its int4 codes are its exact weights)."))
