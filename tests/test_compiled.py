@@ -31,7 +31,7 @@ def compiling(monkeypatch):
 def test_tiny_layers_are_left_eager_by_default(monkeypatch):
     monkeypatch.delenv("EXPLORER_COMPILE", raising=False)
     view = fast_view(explorer.load("tiny-random:31").model)
-    assert all(step is None for step in view.model.layers[0]._steps)
+    assert not any(view.model.layers[0].compiled_buckets)
 
 
 @pytest.mark.parametrize("kind", ["mkl", "onednn-8"])
@@ -42,7 +42,7 @@ def test_compiled_logits_equal_the_eager_ones_for_every_row_count(monkeypatch, k
     monkeypatch.setenv("EXPLORER_KERNELS", kind)
     model = explorer.load("tiny-random:32").model
     view = fast_view(model)
-    assert all(step is not None for layer in view.model.layers for step in layer._steps), compiled.status()
+    assert all(all(layer.compiled_buckets) for layer in view.model.layers), compiled.status()
     runs = {}
     for mode in ("compiled", "eager"):
         runner = CachedForward(full_forward(model), torch.device("cpu"))
@@ -92,7 +92,7 @@ def test_a_compiled_layer_is_only_used_where_it_fits(compiling):
 
     model = explorer.load("tiny-random:34").model
     layer = fast_view(model).model.layers[0]
-    assert isinstance(layer, FusedLlamaLayer) and layer._steps[0] is not None
+    assert isinstance(layer, FusedLlamaLayer) and layer.compiled_buckets[0]
     base = model.model
     h = torch.randn(2, 3, base.config.hidden_size)
     rotary = base.rotary_emb(h, position_ids=torch.arange(3)[None].expand(2, 3))
@@ -114,7 +114,7 @@ def test_without_a_compiler_decoding_runs_eagerly_and_says_why(compiling, monkey
     target = explorer.load("tiny-random:35")
     trace = explorer.decode(target, "hello there", max_new_tokens=6)
     assert len(trace.output_ids) == 6
-    assert all(step is None for step in fast_view(target.model).model.layers[0]._steps)
+    assert not any(fast_view(target.model).model.layers[0].compiled_buckets)
     (state,) = compiled.status().values()
     assert state.startswith("eager:") and "\n" not in state
     assert list((tmp_path / "explorer" / "compiled").glob("*.failed"))
@@ -139,7 +139,7 @@ def test_a_compile_past_its_time_limit_leaves_the_eager_path(compiling, monkeypa
 def test_switched_off_nothing_is_compiled(monkeypatch):
     monkeypatch.setenv("EXPLORER_COMPILE", "0")
     view = fast_view(explorer.load("tiny-random:37").model)
-    assert all(step is None for step in view.model.layers[0]._steps)
+    assert not any(view.model.layers[0].compiled_buckets)
 
 
 def test_the_real_models_layers_run_compiled_and_equal_its_own_forward(default_model):
@@ -147,7 +147,7 @@ def test_the_real_models_layers_run_compiled_and_equal_its_own_forward(default_m
     new tokens equal the model's own forward (the fast-path test's tolerance) and the eager fast path's."""
     model, device = default_model.model, default_model.device
     view = fast_view(model)
-    if not any(step is not None for step in view.model.layers[0]._steps):
+    if not any(view.model.layers[0].compiled_buckets):
         pytest.skip(f"no compiled layer on this machine: {compiled.status()}")
     ids = default_model.encode("Explain why verification is cheap on a GPU.")
     runner = CachedForward(full_forward(model), device)

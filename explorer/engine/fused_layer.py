@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from . import compiled, kernels, layer_maths, lowbit
 from .cache import GrowingLayer, cache_layer
 from .kernel_linear import KernelLinear
+from .products import LayerProduct
 
 
 class FusedLlamaLayer(torch.nn.Module):
@@ -46,7 +47,8 @@ class FusedLlamaLayer(torch.nn.Module):
             and implementation in ("sdpa", "eager") and getattr(attn, "attention_dropout", 0.0) == 0.0 \
             and callable(getattr(mlp, "act_fn", None))
 
-    def __init__(self, layer: torch.nn.Module, kinds=("onednn-8",) * 3, products: tuple | None = None):
+    def __init__(self, layer: torch.nn.Module, kinds=("onednn-8",) * 3,
+                 products: tuple[LayerProduct, LayerProduct, LayerProduct, LayerProduct] | None = None):
         """``products``: the layer's four products (q/k/v, o, gate/up, down) made elsewhere, all taking and
         giving one dtype (a low-bit copy's, ``engine.lowbit``), its norms then run in that dtype too; by
         default the layer's own weights on this machine's kernels (``kinds``)."""
@@ -70,6 +72,8 @@ class FusedLlamaLayer(torch.nn.Module):
             products = (qkv, KernelLinear(attn.o_proj.weight, attn.o_proj.bias, kinds), gate_up,
                         KernelLinear(mlp.down_proj.weight, mlp.down_proj.bias, kinds))
         self.qkv, self.o_proj, self.gate_up, self.down_proj = products
+        if not all(isinstance(p, LayerProduct) for p in products):
+            raise TypeError("a fused layer's products are LayerProducts (engine.products)")
         dtype = self.qkv.dtype
         self.act_fn = mlp.act_fn
         # ``.to`` is the same tensor where the dtype is already the layer's (the fast view: nothing copied)
@@ -79,6 +83,11 @@ class FusedLlamaLayer(torch.nn.Module):
         self.silu = type(self.act_fn).__name__ == "SiLUActivation" or self.act_fn is F.silu
         self._kv_like = torch.empty(1, self.kv_size // self.head_dim, 0, self.head_dim, dtype=dtype)
         self._steps: tuple = (None,) * len(kernels.BUCKETS)  # per row bucket: (compiled step, its weights)
+
+    @property
+    def compiled_buckets(self) -> tuple[bool, ...]:
+        """Per row bucket (``kernels.BUCKETS``): whether its forwards run the compiled layer (else eagerly)."""
+        return tuple(step is not None for step in self._steps)
 
     def bind(self, kinds) -> None:
         """Run each row bucket's kernel (``kinds``) through the compiled layer of its family (MKL: dense

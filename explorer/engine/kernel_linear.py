@@ -13,9 +13,10 @@ import torch
 import torch.nn.functional as F
 
 from . import kernels, layer_maths
+from .products import LayerProduct
 
 
-class KernelLinear(torch.nn.Module):
+class KernelLinear(torch.nn.Module, LayerProduct):
     """``y = x Wᵀ + b`` through the kernel ``kinds`` names for each row bucket (``engine.kernels``); the
     same function as the ``nn.Linear`` (or the weight) it was made from, which it does not change.
     Inference only (oneDNN's packed op has no gradient). A compiled layer reads its ``forms``."""
@@ -78,6 +79,11 @@ class KernelLinear(torch.nn.Module):
         """Memory this view added: the packed forms, and the dense weight where it is a copy."""
         packed = sum(f.numel() * f.element_size() for k, f in self.forms.items() if k != "mkl")
         return packed + (self.dense.numel() * self.dense.element_size() if self.owned else 0)
+
+    @property
+    def note(self) -> str:
+        """The kernel of each row bucket, in words."""
+        return "kernels by rows: " + ", ".join(f"{rows}: {kind}" for rows, kind in zip(kernels.BUCKETS, self.kinds))
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, kernels={'/'.join(self.kinds)}"

@@ -34,6 +34,8 @@ import time
 import torch
 import torch.nn.functional as F
 
+from .products import LayerProduct, Product
+
 GROUP = 32  # weights per scale along the input (Q4_1's block)
 FAMILIES = ("int4", "int8", "dense")  # how a LowBitLinear multiplies (``multiply``)
 
@@ -125,7 +127,7 @@ def multiply(family: str, x: torch.Tensor, tensors: tuple[torch.Tensor, ...]) ->
     return F.linear(x, tensors[0])
 
 
-class LowBitLinear(torch.nn.Module):
+class LowBitLinear(torch.nn.Module, LayerProduct):
     """``y = x Wᵀ (+ b)`` over weights kept in low bits, x and y in ``dtype`` (bfloat16). ``family`` says
     which kernel runs (``FAMILIES``) and ``tensors`` what it reads: int4 (packed codes, scale-and-zero
     (G, O, 2)), int8 (codes (O, I), scales (O,)), dense (the de-quantised weight (O, I)). A compiled layer
@@ -180,7 +182,7 @@ class LowBitLinear(torch.nn.Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, family={self.family}"
 
 
-class ShortlistHead(torch.nn.Module):
+class ShortlistHead(torch.nn.Module, Product):
     """An LM head in two passes: every row through a 4-bit product finds the few tokens that can win (the top
     ``k``), and those rows are then scored from the model's own float weight in float32. Why: a low-bit
     product takes and gives bf16, and logits of magnitude 20–30 in bf16 are rounded to 0.125–0.25, which

@@ -48,7 +48,7 @@ class LowBitDecoder(torch.nn.Module):
 
     def compiled(self) -> bool:
         """Whether its layers run the compiled layer (else eagerly)."""
-        return all(step is not None for layer in self.layers for step in layer._steps)
+        return all(all(layer.compiled_buckets) for layer in self.layers)
 
     def weight_bytes(self) -> int:
         """Bytes its products read per forward (codes, scales; the head's)."""
