@@ -61,7 +61,7 @@ def _ids(target, count: int) -> list[int]:
 
 def _is_compiled(target) -> bool:
     view = fast.fast_view(target.model)
-    return any(getattr(m, "_steps", (None,))[0] is not None for m in view.modules())
+    return any(getattr(m, "compiled_buckets", (False,))[0] for m in view.modules())
 
 
 def forwards(target) -> dict[str, tuple]:
