@@ -159,7 +159,7 @@ def test_greedy_lookahead_equals_ar_on_the_default_model(default_model):
 def test_a_round_with_more_nodes_than_its_guesses_hold_is_refused():
     """Issue 40, item 3: a round verifies the trie of at most G guesses of N − 1 tokens (32 nodes at the options'
     largest), but the trace checks let a forged round hold 1 024 nodes (a 1.19 M-cell mask figure)."""
-    from explorer.tools.soak_adversarial import LOOKAHEAD_MOST_NODES, OVERSIZED_NODES, lookahead_text
+    from explorer.tools.forged_traces import LOOKAHEAD_MOST_NODES, OVERSIZED_NODES, lookahead_text
 
     explorer.load_trace(lookahead_text(LOOKAHEAD_MOST_NODES))  # the largest a run can write still loads
     with pytest.raises(explorer.TraceFormatError, match="guess") as err:
@@ -171,7 +171,7 @@ def test_the_mask_view_draws_at_most_the_shared_cap_of_rows():
     """The mask is capped as BiTA's is (the same constant), whatever a trace built in-process holds."""
     import dataclasses
 
-    from explorer.tools.soak_adversarial import LOOKAHEAD_MOST_NODES, OVERSIZED_NODES, lookahead_text
+    from explorer.tools.forged_traces import LOOKAHEAD_MOST_NODES, OVERSIZED_NODES, lookahead_text
     from explorer.viz.views import MAX_MASK_DRAWN
     from explorer.viz.views.lookahead import mask_figure
 

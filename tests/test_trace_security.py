@@ -1,7 +1,6 @@
 """Uploaded traces and benchmark reports are untrusted: every forged field is refused with one readable
 line, the caps hold, and the largest trace allowed still draws quickly."""
 
-import dataclasses
 import json
 import re
 import time
@@ -11,8 +10,8 @@ import pytest
 
 import explorer
 from explorer import bench, limits, viz
-from explorer.api import summarize
 from explorer.errors import ExplorerError
+from explorer.tools.forged_traces import add_leaves, repeated
 from explorer.ui.sections import load_bench_report
 from explorer.viz.compare import compare_figure
 
@@ -321,19 +320,6 @@ def test_values_at_the_edge_of_the_bounds_still_draw(traces, edge):
 # -- the largest trace allowed --------------------------------------------------------------------------
 
 
-def repeated(trace, rounds: int):
-    """``trace``'s rounds repeated to ``rounds`` rounds, consistent (indices, contexts, summary)."""
-    out, context = [], len(trace.prompt_ids)
-    for i in range(rounds):
-        r = trace.rounds[i % len(trace.rounds)]
-        out.append(dataclasses.replace(r, index=i, context_len=context))
-        context += len(r.emitted)
-    out = tuple(out)
-    return dataclasses.replace(trace, rounds=out, output_ids=tuple(t for r in out for t in r.emitted),
-                               summary=summarize(out, trace.summary.record_s, trace.summary.stop_reason,
-                                                 trace.settings.lossy))
-
-
 @pytest.fixture(scope="module")
 def largest(traces):
     """Traces of MAX_TRACE_ROUNDS rounds for every method view: all drafts accepted at γ = 8 under
@@ -482,15 +468,7 @@ def widest(trace, nodes: int) -> tuple[str, int]:
     context, each seeing itself): the most the common tree checks allow is ``MAX_TREE_POSITIONS``."""
     data = json.loads(trace.to_json())
     r = next(r for r in data["rounds"] if r.get("tree") and r["tree"]["nodes"])
-    tree = r["tree"]
-    had, width = len(tree["nodes"]), len(tree["positions"])
-    extra = nodes - width
-    tree["nodes"] += [{"token": 5, "parent": -1, "depth": 1, "rank": had + i, "accepted": False, "q": 0.001}
-                      for i in range(extra)]
-    tree["positions"] += [{"kind": "node", "node": had + i, "slot": 0, "offset": 1} for i in range(extra)]
-    tree["attention"] = ([row + "0" * extra for row in tree["attention"]]
-                         + ["0" * (width + i) + "1" + "0" * (extra - i - 1) for i in range(extra)])
-    tree["sees_prompt"] += [True] * extra
+    add_leaves(r["tree"], nodes - len(r["tree"]["positions"]))
     return json.dumps(data), r["index"]
 
 

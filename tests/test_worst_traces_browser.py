@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest_ui import CHROMIUM
 
-from explorer.tools.soak_adversarial import worst_trace_texts
+from explorer.tools.forged_traces import worst_trace_texts
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 UPLOAD = "xpath=//button[@id='trace-upload']/preceding-sibling::input[@type='file'][1]"
