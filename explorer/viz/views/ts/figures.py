@@ -1,146 +1,25 @@
-"""EESD's Thompson-sampling draft-length controllers (Liu et al., section 3.3 and Appendix B).
-
-At every draft step the controller samples θ from its posterior and a Bernoulli χ ~ P_B(θ): χ = 1 drafts
-one more token, χ = 0 stops the draft (Algorithm 1, steps 8–12). Two posteriors:
-
-* ``beta-ts`` (Algorithm 2): θ ~ Beta(α, β) (eq. 2), updated after each verification with
-  α ← α + r, β ← β + (n − r), r = |Q_v| − 1, n = min(|Q_v| + 1, |Q_d|) (eq. 3–4).
-* ``cali-ts`` (Algorithm 3): θ ~ N(μ, σ²) with μ = w·θ_M + (1 − w)·θ̂, w = σ_S² / (nσ_M² + σ_S²)
-  (eq. 6, 9), 1/σ² = 1/σ_M² + n/σ_S² (eq. 7); θ_M is a trained predictor's score (eq. 5) and θ̂ the
-  running mean of χ (eq. 10). Early on μ follows the model, later the observed rate.
-
-Views, in page order (names sort so): ``ts-posterior``, ``ts-round-decisions``, ``ts-theta-calibration``
-(cali-ts only). They read each round's ``controller`` dict only (see ``RoundTrace``):
-``beta-ts``: alpha_before, beta_before, alpha_after, beta_after, theta, continue, r, n;
-``cali-ts``: theta_model, mu, sigma, theta, continue, theta_hat, theta_hat_after, n.
-A round that drafted nothing has empty per-step lists.
-"""
+"""The Thompson-sampling views' figures (EESD section 3.3, Algorithm 1): the posterior of θ over rounds with the
+draft lengths it produced, the selected round's decisions step by step, and calibrated TS's μ between the model's
+θ_M and the observed θ̂. What each round drew θ from is read by ``posteriors``."""
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ...words import ordinal
-from ..style import DRAFT_COLOUR, FATE_COLOURS, OKABE_ITO, base_layout, empty_figure
-from ..text import plot_label
-from . import MethodView, drawn_rounds, register
+from ....words import ordinal
+from ...style import DRAFT_COLOUR, FATE_COLOURS, OKABE_ITO, base_layout, empty_figure
+from ...text import plot_label
+from .. import drawn_rounds
+from .posteriors import BINS, GRID, first_value, floats, is_cali, round_posterior, selected_round, step_fates, ts_kind
 
-KINDS = ("beta-ts", "cali-ts")
-BINS = 100
-GRID = (np.arange(BINS) + 0.5) / BINS  # θ at the centres of BINS equal bins of [0, 1]
 MEAN_COLOUR = "#111827"
 MODEL_COLOUR = OKABE_ITO["purple"]  # θ_M, the calibration model's prediction (eq. 5)
 HAT_COLOUR = FATE_COLOURS["accepted"]  # θ̂, the observed continue rate (eq. 10)
 CONTINUE_COLOUR = OKABE_ITO["sky"]  # χ = 1
 SELECTED = {"color": "#6b7280", "dash": "dot", "width": 1.5}
-
-
-# -- reading the trace -------------------------------------------------------------------------------
-
-
 MAX_THETA_MARKS = 2000  # sampled θ drawn at most; past it every k-th round's (and the selected one's)
-
-
-def ts_kind(trace) -> str | None:
-    """``beta-ts`` / ``cali-ts`` when the rounds (or, failing them, the settings) carry that controller."""
-    for r in trace.rounds:
-        kind = r.controller.get("kind")
-        if kind in KINDS:
-            return kind
-    controller = getattr(trace.settings, "controller", None)
-    return controller if controller in KINDS and trace.rounds else None
-
-
-def _is_ts(trace) -> bool:
-    return ts_kind(trace) is not None
-
-
-def _is_cali(trace) -> bool:
-    return ts_kind(trace) == "cali-ts"
-
-
-def _selected(trace, round_index: int) -> int:
-    return max(0, min(int(round_index), len(trace.rounds) - 1))
-
-
-def _floats(values) -> list[float]:
-    return [float(v) for v in (values or ())]
-
-
-def _first(values) -> float | None:
-    values = _floats(values)
-    return values[0] if values else None
-
-
-def step_fates(r) -> list[str]:
-    """Fate of each drafted token: before n_accepted accepted; at n_accepted rejected when the round
-    ended in a rejection (the accept test refused it); later ones discarded untested."""
-    fates = []
-    for i in range(len(r.drafted)):
-        if i < r.n_accepted:
-            fates.append("accepted")
-        elif i == r.n_accepted and (r.event == "rejected" or r.rejected_at == i):
-            fates.append("rejected")
-        else:
-            fates.append("discarded")
-    return fates
-
-
-# -- densities ---------------------------------------------------------------------------------------
-
-
-def beta_density(alpha: float, beta: float, theta: np.ndarray = GRID) -> np.ndarray:
-    """Beta(θ; α, β) = θ^(α−1) (1 − θ)^(β−1) / B(α, β) (eq. 2), in log space so large α, β stay finite.
-    NaN everywhere for parameters that are not positive and finite."""
-    a, b = float(alpha), float(beta)
-    if not (math.isfinite(a) and math.isfinite(b) and a > 0 and b > 0):
-        return np.full(np.shape(theta), np.nan)
-    log_b = math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b)
-    return np.exp((a - 1) * np.log(theta) + (b - 1) * np.log1p(-theta) - log_b)
-
-
-def gaussian_density(mu: float, sigma: float, theta: np.ndarray = GRID) -> np.ndarray:
-    """N(θ; μ, σ²), the calibrated posterior θ is drawn from (Algorithm 3, step 11; eq. 9). Shown on
-    [0, 1] only and not renormalised: a draw below 0 (above 1) acts as θ = 0 (1) in the Bernoulli, see
-    ``outside_mass``."""
-    m, s = float(mu), float(sigma)
-    if not (math.isfinite(m) and math.isfinite(s) and s > 0):
-        return np.full(np.shape(theta), np.nan)
-    return np.exp(-0.5 * ((theta - m) / s) ** 2) / (s * math.sqrt(2 * math.pi))
-
-
-def outside_mass(mu: float, sigma: float) -> float:
-    """P(θ < 0) + P(θ > 1) under N(μ, σ²): the share of draws clipped to a certain stop or continue."""
-    if not (sigma > 0):
-        return 0.0
-    below = 0.5 * (1 + math.erf((0 - mu) / (sigma * math.sqrt(2))))
-    above = 0.5 * (1 - math.erf((1 - mu) / (sigma * math.sqrt(2))))
-    return below + above
-
-
-def round_posterior(r, kind: str) -> tuple[np.ndarray, float, str] | None:
-    """The posterior θ was sampled from at the start of round ``r``: (density on ``GRID``, its mean, a
-    one-line description), or None when the round has none to show (a cali-ts round with no draft step,
-    or a dict without the fields)."""
-    c = r.controller
-    if kind == "beta-ts":
-        a, b = c.get("alpha_before"), c.get("beta_before")
-        if a is None or b is None or not (a > 0 and b > 0):
-            return None
-        return beta_density(a, b), a / (a + b), f"Beta(α = {a:.2f}, β = {b:.2f})"
-    mu, sigma = _first(c.get("mu")), _first(c.get("sigma"))
-    if mu is None or sigma is None or not sigma > 0:
-        return None
-    clipped = outside_mass(mu, sigma)
-    return (gaussian_density(mu, sigma), mu,
-            f"N(μ = {mu:.3f}, σ = {sigma:.3f}) · {clipped:.0%} of draws outside [0, 1], clipped")
-
-
-# -- figures -----------------------------------------------------------------------------------------
 
 
 def posterior_figure(trace, round_index: int) -> go.Figure:
@@ -159,7 +38,7 @@ def posterior_figure(trace, round_index: int) -> go.Figure:
     if all(p is None for p in posteriors):
         return empty_figure(title, "No round drafted, so the controller never sampled θ: nothing to show.")
     xs = [r.index + 1 for r in trace.rounds]
-    selected = _selected(trace, round_index)
+    selected = selected_round(trace, round_index)
     # at most MAX_ROUNDS_DRAWN rounds' densities and bars (every k-th, and the selected one): 4 096 columns
     # made a 2.9 MB figure that the browser redrew at every step
     columns, every = drawn_rounds(len(xs), selected)
@@ -185,7 +64,7 @@ def posterior_figure(trace, round_index: int) -> go.Figure:
     for r in trace.rounds:
         if r.index % stride and r.index != selected:
             continue
-        thetas, cont = _floats(r.controller.get("theta")), list(r.controller.get("continue") or ())
+        thetas, cont = floats(r.controller.get("theta")), list(r.controller.get("continue") or ())
         for i, t in enumerate(thetas):
             sx.append(r.index + 1)
             sy.append(min(1.0, max(0.0, t)))
@@ -237,9 +116,9 @@ def decisions_figure(trace, round_index: int) -> go.Figure:
     kind = ts_kind(trace)
     if not trace.rounds or kind is None:
         return empty_figure("Thompson sampling: decisions per draft step", "No Thompson-sampling rounds in this trace.")
-    r = trace.rounds[_selected(trace, round_index)]
+    r = trace.rounds[selected_round(trace, round_index)]
     c = r.controller
-    thetas, cont = _floats(c.get("theta")), list(c.get("continue") or ())
+    thetas, cont = floats(c.get("theta")), list(c.get("continue") or ())
     title = f"Round {r.index + 1}: θ sampled and the stop decision at each draft step"
     if not thetas:
         why = "drafted nothing" if not r.drafted else "recorded no θ"
@@ -277,7 +156,7 @@ def decisions_figure(trace, round_index: int) -> go.Figure:
                     f"{_num(c.get('beta_after'))}) after {c.get('r', '?')} of {c.get('n', '?')} draft steps went right (r of n, "
                     "eq. 3–4)")
     else:
-        mu, sigma, model = _floats(c.get("mu")), _floats(c.get("sigma")), _floats(c.get("theta_model"))
+        mu, sigma, model = floats(c.get("mu")), floats(c.get("sigma")), floats(c.get("theta_model"))
         if mu:
             fig.add_trace(go.Scatter(
                 x=steps[: len(mu)], y=mu, mode="lines+markers", name="posterior mean μ ± σ (eq. 6–7)",
@@ -329,12 +208,12 @@ def calibration_figure(trace, round_index: int) -> go.Figure:
     (eq. 7). Below: w as the trace implies it, (μ − θ̂)/(θ_M − θ̂), falling from 1 towards 0 as n grows.
     Values of each round's first draft step."""
     title = "Calibrated TS: μ moves from the model's θ_M towards the observed θ̂ as n grows (eq. 6)"
-    if not trace.rounds or not _is_cali(trace):
+    if not trace.rounds or not is_cali(trace):
         return empty_figure(title, "Not a calibrated Thompson-sampling trace.")
     rows = []
     for r in trace.rounds:
         c = r.controller
-        mu, sigma, model = _first(c.get("mu")), _first(c.get("sigma")), _first(c.get("theta_model"))
+        mu, sigma, model = first_value(c.get("mu")), first_value(c.get("sigma")), first_value(c.get("theta_model"))
         hat = c.get("theta_hat")
         rows.append((r.index + 1, mu, sigma, model, None if hat is None else float(hat), c.get("n")))
     if all(mu is None for _, mu, *_ in rows):
@@ -347,7 +226,7 @@ def calibration_figure(trace, round_index: int) -> go.Figure:
     ns = [row[5] for row in rows]
     weight = [(m - h) / (t - h) if None not in (m, h, t) and abs(t - h) >= 0.02 else None
               for m, h, t in zip(mu, hat, model)]
-    selected = _selected(trace, round_index)
+    selected = selected_round(trace, round_index)
 
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.66, 0.34], vertical_spacing=0.1,
                         subplot_titles=("θ_M, θ̂ and the posterior N(μ, σ²) of each round's first draft step",
@@ -401,17 +280,3 @@ def _round_axes(fig: go.Figure, xs: list[int]) -> None:
 
 def _num(value, digits: int = 2) -> str:
     return "?" if value is None else f"{float(value):.{digits}f}"
-
-
-register(MethodView(
-    name="ts-posterior", title="TS posterior", applies=_is_ts, render=posterior_figure,
-    description="The Thompson-sampling posterior of θ round by round, with the draft lengths it produced "
-                "(EESD eq. 2–4, 6–9)."))
-register(MethodView(
-    name="ts-round-decisions", title="TS decisions", applies=_is_ts, render=decisions_figure,
-    description="The selected round's sampled θ, continue/stop decision and token fate per draft step "
-                "(EESD Algorithm 1)."))
-register(MethodView(
-    name="ts-theta-calibration", title="Calibration", applies=_is_cali, render=calibration_figure,
-    description="Calibrated TS: μ between the model's θ_M and the observed θ̂, and σ, over rounds "
-                "(EESD eq. 6–10)."))
