@@ -32,11 +32,11 @@ from ..trace import RoundTrace, Timing
 
 def decode_rounds(target, drafter: Drafter | None, controller: Controller, cfg: SamplingConfig,
                   prompt_ids: list[int], max_new_tokens: int, rng: Rng,
-                  lenience: float = 1.0, runner: CachedForward | None = None) -> Iterator[tuple[RoundTrace, float]]:
+                  lenience: float = 1.0) -> Iterator[tuple[RoundTrace, float]]:
     """Yield (round, seconds spent recording it) until ``max_new_tokens`` or an end-of-sequence token.
-    ``lenience`` < 1: Appendix A.5's lossy accept rule (``acceptance``). ``runner``: what scores each round
-    instead of the target's own forward (another model decoding alone)."""
-    step = SpeculativeStep(target, drafter, controller, cfg, rng, lenience, runner)
+    ``lenience`` < 1: Appendix A.5's lossy accept rule (``acceptance``). ``target``: the model that scores each
+    round; one with a ``forward`` of its own (a decoder step: a low-bit copy of the model) runs that."""
+    step = SpeculativeStep(target, drafter, controller, cfg, rng, lenience)
     return run_rounds(target.device, target.eos_token_ids, step, prompt_ids, max_new_tokens)
 
 
@@ -44,9 +44,9 @@ class SpeculativeStep:
     """One round of Algorithm 1 (``ar`` when there is no drafter) on the round driver."""
 
     def __init__(self, target, drafter: Drafter | None, controller: Controller, cfg: SamplingConfig, rng: Rng,
-                 lenience: float = 1.0, runner: CachedForward | None = None):
-        self.runner = runner or getattr(drafter, "verifier", None) or CachedForward(full_forward(target.model),
-                                                                                    target.device)
+                 lenience: float = 1.0):
+        self.runner = getattr(drafter, "verifier", None) or CachedForward(
+            getattr(target, "forward", None) or full_forward(target.model), target.device)
         self.drafter, self.controller, self.cfg, self.rng, self.lenience = drafter, controller, cfg, rng, lenience
 
     def __call__(self, round: Round):

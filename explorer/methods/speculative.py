@@ -13,17 +13,17 @@ from . import Method, Request, register
 
 
 def run_speculative(request: Request, drafter: Drafter | None, name: str, lenience: float = 1.0,
-                    runner=None, draft: tuple[str, str] | None = None) -> Decoding:
+                    draft: tuple[str, str] | None = None) -> Decoding:
     """The round loop of Algorithm 1 with ``drafter`` (None: ``ar``) and the request's controller;
-    ``lenience`` < 1: Appendix A.5's lossy accept rule. ``runner``: the model that scores each round (a
-    ``CachedForward``) in place of the target's, where a method decodes with another model alone (the
-    4-bit copy), ``draft`` then (spec, about) naming it in the trace."""
+    ``lenience`` < 1: Appendix A.5's lossy accept rule. ``draft``: (spec, about) naming in the trace what wrote
+    its text where that is no drafter (the 4-bit copy decoding alone: ``ar`` over the copy as the request's
+    target)."""
     target, s = request.target, request.settings
     controller = "fixed" if drafter is None else s.controller  # nothing to control without a draft
     ctrl = make_controller(controller, s.gamma, lambda: verify_cost_curve(target, max_tokens=s.gamma + 1), s.seed,
                            drafter)
     rounds = decode_rounds(target, drafter, ctrl, request.sampling, request.prompt_ids, s.max_new_tokens,
-                           request.rng(), lenience, runner)
+                           request.rng(), lenience)
     spec, about = draft or ((drafter.spec, drafter.about) if drafter else (None, None))
     return Decoding(request, name, spec, s, rounds, about)
 

@@ -20,13 +20,12 @@ from __future__ import annotations
 import dataclasses
 
 from ...drafts import make_drafter
-from ...engine.cache import CachedForward
 from ...errors import ExplorerError
 from ...limits import clip
 from .. import Method, Options, Request, option, register
 from ..speculative import run_speculative
 from .drafter import DRAFT_KINDS
-from .lowbit_copy import lowbit_copy
+from .lowbit_copy import CopyModel, lowbit_copy
 
 # Measured on this project's machine kind (docs/measurements.md, "The target's own weights in 4 bits"): the
 # fastest controller and γ for the int4 self-draft of those swept (fixed γ 4–8, HF's heuristic from 4, 6, 8,
@@ -55,10 +54,10 @@ def start(request: Request, options: QuantizedOptions):
     if spec not in DRAFT_KINDS:
         raise ExplorerError(f"quantized with role alone decodes with int4 or int8, not {clip(spec, 40)}")
     copy = lowbit_copy(request.target, spec)
-    runner = CachedForward(copy.decoder, request.target.device)
-    # the trace names what wrote its text: the copy by itself, no draft and no target (#48)
+    # alone is plain decoding of the copy (the copy is a model); the trace names what wrote its text: the copy by
+    # itself, no draft and no target (#48)
     bits, _, how = copy.about().partition(": ")
-    return run_speculative(request, None, "quantized", runner=runner,
+    return run_speculative(dataclasses.replace(request, target=CopyModel.of(request.target, copy)), None, "quantized",
                            draft=(spec, f"{bits}: the copy alone, no target checks its text: {how}"))
 
 

@@ -34,7 +34,7 @@ from ...errors import ExplorerError
 from ...notices import announce
 from ...models.default import local_default_gguf
 from ...models.gguf import q4_1_blocks
-from ...models.loaded import DERIVED_BYTES, resident_bytes
+from ...models.loaded import DERIVED_BYTES, LoadedModel, resident_bytes
 
 BITS = ("int4", "int8")
 ACTIVATIONS = torch.bfloat16  # the low-bit kernels are vectorised for bf16 activations only (engine.lowbit)
@@ -58,6 +58,23 @@ class LowBitCopy:
         return (f"{self.bits}: the target's own weights in {self.bits[3:]} bits ({self.source}), bf16 activations; "
                 f"products: {kernel}; LM head: {head}; layers {how}; "
                 f"{self.decoder.weight_bytes() / 1e6:.0f} MB read per step")
+
+
+@dataclass(frozen=True, eq=False)
+class CopyModel(LoadedModel):
+    """The copy as a model of its own: the target's tokenizer, end tokens, device and name (its trace is the
+    target's prompt decoded), and the copy's decoder as the forward that decodes. Plain decoding (``ar``) over it is
+    the copy alone, as a quantised model is served."""
+
+    copy: LowBitCopy | None = None
+
+    @classmethod
+    def of(cls, target: LoadedModel, copy: LowBitCopy) -> "CopyModel":
+        return cls(target.name, target.model, target.tokenizer, target.device, target.dtype, copy)
+
+    def forward(self, input_ids: torch.Tensor, cache, n_logits: int) -> torch.Tensor:
+        """The copy's decoder step (``engine.forward.ForwardFn``): what scores each round in place of the target's."""
+        return self.copy.decoder(input_ids, cache, n_logits)
 
 
 _COPIES: "weakref.WeakKeyDictionary[torch.nn.Module, dict[str, LowBitCopy]]" = weakref.WeakKeyDictionary()
