@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+from .chi_square import MIN_EXPECTED, chi_square
 from .errors import ExplorerError
 from .limits import check_temperature
 from .words import duration
@@ -27,7 +28,6 @@ MIN_AUDIT_RUNS = 10
 RECENT_RUNS = 16  # the runs whose median prices the rest of an audit (the machine's load moves)
 MAX_AUDIT_RUNS = 2000
 MAX_AUDIT_TOKENS = 400_000  # runs × prompt tokens: each run reads the prompt again (200 runs of a 2 000-token prompt)
-MIN_EXPECTED = 5.0  # χ²'s rule of thumb: tokens expected fewer times than this share one "other" bin
 POWER_TEMPERATURES = (0.3, 0.5, 0.7, 1.0, 1.5, 2.0, 3.0, 5.0)  # tried, nearest first, when a first token is near-certain
 
 
@@ -136,33 +136,6 @@ class SamplingAudit:
     def powerless(self) -> bool:
         """Whether the χ² test had nothing to compare: every draw fell in one bin."""
         return len(self.bins) < 2
-
-
-def chi_square(counts: dict[int, int], probs: dict[int, float], runs: int) -> tuple[float, int, float, tuple, int]:
-    """Pearson's χ² of token counts against ``probs`` (token → p, the tokens with p > 0): tokens expected
-    ≥ ``MIN_EXPECTED`` times get a bin each, the rest share one. Returns (χ², dof, p-value, bins,
-    draws of impossible tokens); any impossible draw makes the p-value 0."""
-    import torch
-
-    impossible = sum(n for t, n in counts.items() if probs.get(t, 0.0) <= 0)
-    ranked = sorted(probs.items(), key=lambda kv: -kv[1])
-    bins = [(t, counts.get(t, 0), runs * p) for t, p in ranked if runs * p >= MIN_EXPECTED]
-    kept = {t for t, _, _ in bins}
-    rest_seen = sum(n for t, n in counts.items() if t not in kept and probs.get(t, 0.0) > 0)
-    rest_expected = runs * sum(p for t, p in ranked if t not in kept)
-    if rest_expected > 1e-9:
-        if rest_expected >= MIN_EXPECTED or not bins:
-            bins.append((None, rest_seen, rest_expected))
-        else:  # too small for a bin of its own: fold it into the least likely kept one
-            t, n, e = bins[-1]
-            bins[-1] = (t, n + rest_seen, e + rest_expected)
-    chi2 = sum((n - e) ** 2 / e for _, n, e in bins if e > 0)
-    dof = max(1, len(bins) - 1)
-    p_value = float(torch.special.gammaincc(torch.tensor(dof / 2, dtype=torch.float64),
-                                            torch.tensor(chi2 / 2, dtype=torch.float64)))
-    if len(bins) < 2:  # one token takes all the mass: nothing to test but impossible draws
-        chi2, p_value = 0.0, 1.0
-    return chi2, dof, 0.0 if impossible else p_value, tuple(bins), impossible
 
 
 def sampling_audit(model, prompt: str | None = None, *, prompt_ids: list[int] | None = None, runs: int = 200,

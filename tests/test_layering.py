@@ -1,6 +1,6 @@
 """The package's layers, enforced on the source (no model is loaded):
 
-    leaves      errors, gc_pause, limits, machine, notices, pace, ratios, shipped, theory, untrusted, words: import
+    leaves      chi_square, errors, gc_pause, limits, machine, notices, pace, ratios, shipped, theory, untrusted, words: import
                 nothing of the project but each other, and no torch, transformers or gradio at import
     trace       the data model (a package): the leaves and itself only (so no torch either)
     engine      the decoding algorithms: leaves, the trace and itself only (no methods, API, artifacts, UI or
@@ -45,8 +45,8 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "explorer"
-LEAVES = {"errors", "gc_pause", "limits", "machine", "notices", "pace", "ratios", "shipped", "theory", "untrusted",
-          "words"}
+LEAVES = {"chi_square", "errors", "gc_pause", "limits", "machine", "notices", "pace", "ratios", "shipped", "theory",
+          "untrusted", "words"}
 UI_AND_PLOTS = {"gradio", "plotly", "explorer.ui", "explorer.viz"}
 
 
@@ -252,6 +252,18 @@ def test_viz_imports_no_model_code(path):
     bad = {n for n in project_imports(path) if within(n, MODEL_CODE)}
     assert not bad, f"{path.relative_to(PACKAGE)} imports {sorted(bad)}"
     assert not (bad := reached(path, MODEL_CODE, at_import=True)), bad
+
+
+ENGINE_SIDE = {"explorer.engine", "explorer.api", "explorer.models", "explorer.methods", "explorer.audit",
+               "explorer.drafts", "explorer.run"}
+
+
+@pytest.mark.parametrize("path", modules("viz"), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_viz_reaches_no_engine_even_in_a_function(path):
+    """A figure replays a trace: no view reaches the engine, the models, the methods or the API, not even through a
+    function's import (the audit's figure read its χ² bin rule from ``explorer.audit``, which runs the engine: the
+    rule is the leaf ``chi_square`` now)."""
+    assert not (bad := reached(path, ENGINE_SIDE, at_import=False)), bad
 
 
 def test_only_the_cli_imports_the_operator_tools_and_nothing_imports_app_py():

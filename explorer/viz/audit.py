@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from ..audit import MIN_EXPECTED
+from ..chi_square import MIN_EXPECTED
 from ..words import plural
 from .style import BASELINE_COLOUR, FATE_COLOURS, base_layout, empty_figure
 from .text import label, plotly_text, quoted, safe_markdown
