@@ -19,7 +19,7 @@ from explorer.methods.eagle import head as heads
 from explorer.methods.eagle.drafter import FeatureHeadDrafter, FeatureVerifier
 from explorer.methods.eagle.train import (HeadTrainConfig, heldout_acceptance, train_feature_head, unrolled,
                                           write_artifact)
-from explorer.train import features
+from explorer.train import features, loop
 from explorer.train.data import Sample
 
 WORDS = "the cat sat on a mat and then ran to the big red barn where a dog slept all day long".split()
@@ -144,7 +144,7 @@ def test_training_lowers_the_loss_is_seeded_resumes_and_writes_an_artifact(tiny,
         if len(calls) == 1:
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(trainer, "CHECKPOINT_EVERY", 10)
+    monkeypatch.setattr(loop, "CHECKPOINT_EVERY", 10)
     monkeypatch.setattr(trainer.checkpoint, "save", save_then_stop)
     with pytest.raises(KeyboardInterrupt):
         train_feature_head(tiny, TINY, TINY_BANK, progress=_quiet)

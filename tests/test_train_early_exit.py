@@ -14,7 +14,7 @@ from explorer.errors import ExplorerError
 from explorer.methods.eesd import exits
 from explorer.methods.eesd import train_exit as early_exit
 from explorer.methods.eesd.train_exit import TrainConfig, agreement, train_early_exit, write_artifact
-from explorer.train import data, features
+from explorer.train import data, features, loop
 from explorer.train.data import Sample, load_prompt_bank, self_generated
 from explorer.train.generate import generate_batch
 
@@ -154,7 +154,7 @@ def test_training_is_deterministic_resumes_and_reuses_the_data_cache(tiny, cache
     monkeypatch.setattr(features, "frozen_pass", no_work)
     for run in (cache / "early-exit-runs").iterdir():
         run.unlink()
-    monkeypatch.setattr(early_exit, "CHECKPOINT_EVERY", 10)
+    monkeypatch.setattr(loop, "CHECKPOINT_EVERY", 10)
 
     def interrupt(done, total, line):
         if "step 20/" in line:

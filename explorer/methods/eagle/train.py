@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import time
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -46,12 +45,12 @@ from ...errors import ExplorerError
 from ...models import LoadedModel
 from ...progress import print_progress
 from ...train import checkpoint
+from ...train.loop import fit
 from ...train.data import CORPUS_MODES, corpus, load_prompt_bank, self_generated
-from ...train.distill import chunks, draft_vocab, head_rows, kl_topk, lr_factor, remap, step_windows
+from ...train.distill import chunks, draft_vocab, head_rows, kl_topk, remap, step_windows
 from ...train.features import Features, Windows, features, pack
 from .head import MAX_LAYERS, FeatureHead, new_head, save_head
 
-CHECKPOINT_EVERY = 50
 Progress = Callable[[int, int, str], None]
 
 
@@ -251,18 +250,13 @@ def _fit(target, head: FeatureHead, windows: Windows, feats: Features, config: H
     last = len(base.layers)
     head.train().requires_grad_(True)
     params = list(head.parameters())
-    optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=0.0)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, config.steps, config.warmup))
     checkpoint_file = checkpoint.run_path("feature-head-runs", target.model, config, windows=windows.digest(),
                                           vocab=head.vocab.tolist() if head.vocab is not None else None)
-    losses, spent = checkpoint.resume(checkpoint_file, optimizer, schedule,
-                                      lambda state: head.load_state_dict(state["head"]))
-    first = len(losses)
     weight = head_rows(target.model, head.vocab)  # (V', H)
     rows_of = remap(head.vocab, target.vocab_size)
     count = windows.ids.shape[0]
-    start = time.perf_counter()
-    for step in range(first, config.steps):
+
+    def loss_at(step: int) -> torch.Tensor:
         rows = step_windows(step, count, config.batch, config.seed)
         true = base.norm(feats.hidden[last][rows].float())  # (B, W, H): f_j
         following = F.pad(true[:, 1:], (0, 0, 0, 1))  # (B, W, H): f_{j+1}, what step outputs at j predict
@@ -282,22 +276,13 @@ def _fit(target, head: FeatureHead, windows: Windows, feats: Features, config: H
             token = kl_topk(torch.log_softmax(predicted[some] @ weight.T, dim=-1), top_ids[sel][some],
                             top_logp[sel][some], rows_of)
             loss = loss + (config.w_feature * regression + config.w_token * token) / config.unroll
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        optimizer.step()
-        schedule.step()
-        losses.append(float(loss.detach()))
-        done = step + 1
-        elapsed = time.perf_counter() - start
-        if done % CHECKPOINT_EVERY == 0 or done == config.steps:
-            checkpoint.save(checkpoint_file, {"head": head.state_dict()}, optimizer, schedule, losses, spent + elapsed)
-        if done % 10 == 0 or done == config.steps:
-            recent = losses[-10:]
-            progress(done, config.steps, f"[feature-head] step {done}/{config.steps} · "
-                                         f"{(done - first) / elapsed:.2f} steps/s · loss {sum(recent) / len(recent):.4f}")
+        return loss
+
+    trained = fit(params, loss_at, steps=config.steps, lr=config.lr, warmup=config.warmup,
+                  checkpoint_file=checkpoint_file, restore=lambda state: head.load_state_dict(state["head"]),
+                  tensors=lambda: {"head": head.state_dict()}, progress=progress, label="feature-head")
     head.eval()
-    return losses, spent + time.perf_counter() - start
+    return trained
 
 
 def heldout_acceptance(target, head: FeatureHead, windows: Windows, feats: Features, steps: int) -> list[float]:

@@ -14,7 +14,7 @@ V' head rows (``vocab``): the V' most frequent answer tokens of the corpus plus 
 them are dropped from the KL, and positions whose token is outside them from the CE.
 
 Training runs on cached features (``features``): only the exit layer and the head are computed per step.
-A checkpoint in the cache every ``CHECKPOINT_EVERY`` steps makes an interrupted run resume where it was,
+A checkpoint in the cache every ``train.loop.CHECKPOINT_EVERY`` steps makes an interrupted run resume where it was,
 with the same result: the windows of step s are a function of (seed, s).
 
 Agreement is measured teacher-forced on held-out greedy answers: the share of answer positions where the
@@ -26,7 +26,6 @@ Shape legend: B windows, W window length, H hidden size, K teacher entries, P lo
 
 from __future__ import annotations
 
-import time
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -39,13 +38,13 @@ from ...errors import ExplorerError
 from ...models import LoadedModel
 from ...progress import print_progress
 from ...train import checkpoint
+from ...train.loop import fit
 from ...train.data import CORPUS_MODES, corpus, load_prompt_bank, self_generated
-from ...train.distill import chunks, draft_vocab, head_rows, kl_topk, lr_factor, remap, step_windows
+from ...train.distill import chunks, draft_vocab, head_rows, kl_topk, remap, step_windows
 from ...train.features import Features, Windows, attention_mask, features, pack
 from .exits import MAX_EXIT_LAYERS, ExitHead, new_exit, save_exit, untrained_exit
 
 LOSSES = ("kl", "ce")
-CHECKPOINT_EVERY = 50
 
 Progress = Callable[[int, int, str], None]
 
@@ -170,44 +169,27 @@ def _fit(target, head: ExitHead, windows: Windows, feats: Features, config: Trai
     params = [p for m in modules for p in m.parameters()]
     for module in modules:
         module.train().requires_grad_(True)
-    optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=0.0)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_factor(step, config.steps, config.warmup))
     checkpoint_file = checkpoint.run_path("early-exit-runs", target.model, config, f"-n{config.n_layers}",
                                           windows=windows.digest(),
                                           vocab=head.vocab.tolist() if head.vocab is not None else None)
-    losses, spent = checkpoint.resume(checkpoint_file, optimizer, schedule, lambda state: _restore(head, state))
-    first = len(losses)
     weight = head_rows(target.model, head.vocab)
     rows_of = remap(head.vocab, target.vocab_size)
     count = windows.ids.shape[0]
-    start = time.perf_counter()
-    for step in range(first, config.steps):
+
+    def loss_at(step: int) -> torch.Tensor:
         rows = step_windows(step, count, config.batch, config.seed)
         h = _exit_hidden(target, head, feats.hidden[config.n_layers][rows], windows, rows)  # (b, W, H)
         sel = windows.loss[rows]  # (b, W)
         logq = torch.log_softmax(h[sel.to(h.device)] @ weight.T, dim=-1)  # (P, V')
         if config.loss == "kl":
-            loss = kl_topk(logq, feats.top_ids[rows][sel], feats.top_logp[rows][sel], rows_of)
-        else:
-            loss = _ce(logq, windows.ids[rows][:, 1:], sel, rows_of)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        optimizer.step()
-        schedule.step()
-        losses.append(float(loss.detach()))
-        done = step + 1
-        elapsed = time.perf_counter() - start
-        if done % CHECKPOINT_EVERY == 0 or done == config.steps:
-            checkpoint.save(checkpoint_file, {"layers": [layer.state_dict() for layer in head.layers],
-                                              "norm": head.norm.state_dict()}, optimizer, schedule, losses,
-                            spent + elapsed)
-        if done % 10 == 0 or done == config.steps:
-            rate = (done - first) / elapsed
-            recent = losses[-10:]
-            progress(done, config.steps, f"[early-exit n{config.n_layers}] step {done}/{config.steps} · "
-                                         f"{rate:.2f} steps/s · loss {sum(recent) / len(recent):.4f}")
-    return losses, spent + time.perf_counter() - start
+            return kl_topk(logq, feats.top_ids[rows][sel], feats.top_logp[rows][sel], rows_of)
+        return _ce(logq, windows.ids[rows][:, 1:], sel, rows_of)
+
+    return fit(params, loss_at, steps=config.steps, lr=config.lr, warmup=config.warmup,
+               checkpoint_file=checkpoint_file, restore=lambda state: _restore(head, state),
+               tensors=lambda: {"layers": [layer.state_dict() for layer in head.layers],
+                                "norm": head.norm.state_dict()},
+               progress=progress, label=f"early-exit n{config.n_layers}")
 
 
 def _exit_hidden(target, head: ExitHead, hidden: torch.Tensor, windows: Windows, rows) -> torch.Tensor:
