@@ -1,7 +1,8 @@
 """A bounded load ("soak") test of the app's public API: ``python -m explorer soak --clients 8 --runs 50``.
 
 An operator's tool (``explorer.tools``): it serves the app in its own process to measure it; the app never
-imports it.
+imports it. This module plans the mix, runs it and writes the report; the clients are ``soak_clients``, the
+served app and what samples it ``soak_server``.
 
 The explorer is meant to run as a public Space, where several strangers decode at once through the page
 or through the ``/decode`` API. This script checks that the server stays correct and healthy under that
@@ -45,33 +46,24 @@ limit's slots (``ui.jobs.gated``), so the count passing the limit would mean the
 
 from __future__ import annotations
 
-import concurrent.futures
-import contextlib
 import ipaddress
-import json
 import math
-import os
 import random
-import socket
-import sys
 import threading
 import time
 from collections import Counter
 from dataclasses import dataclass
 
-from ..engine.controllers import DEFAULT_GAMMA
 from ..errors import ExplorerError
 from ..limits import MAX_NEW_TOKENS, MAX_SEED, clip
+from .soak_clients import CANCEL_AFTER_S, GAMMA, client_loop
+from .soak_server import SAMPLE_EVERY_S, Sampler, rounded, rss_mb, served, set_offline_env
 
 MAX_CLIENTS = 32
 MAX_TOTAL_RUNS = 2000
-GAMMA = DEFAULT_GAMMA
 EXIT_LAYERS = 8  # early-exit:8, or the deepest exit the model has (tiny-random models have 2 layers)
 PROMPTS = 3  # the shortest example prompts of the page
-CANCEL_AFTER_S = 0.3  # a cancelled job is cancelled this long after it was submitted
-JOB_TIMEOUT_S = 900.0  # one request's bound, queueing included
 DRAIN_TIMEOUT_S = 120.0  # how long to wait, after the last client, for decodes still running
-SAMPLE_EVERY_S = 0.2  # running decodes; the RSS every 5th sample (every second)
 
 # (method, draft): the draft's {exit} becomes the exit depth the model allows
 MIX = (("ar", None), ("speculative", "prompt-lookup:3"), ("speculative", "early-exit:{exit}"), ("eesd", None),
@@ -121,38 +113,12 @@ def check_args(clients: int, runs: int, max_new_tokens: int, cancel_every: int, 
         raise ExplorerError(f"--seed must be a whole number from 0 to {MAX_SEED}, got {seed}")
 
 
-def rss_mb() -> float | None:
-    """This process's resident set size in MB (psutil if installed, else /proc/self/status)."""
-    try:
-        import psutil
-
-        return psutil.Process().memory_info().rss / 2**20
-    except ImportError:
-        pass
-    try:
-        with open("/proc/self/status", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return None
-
-
 def percentile(values: list[float], q: float) -> float | None:
     """Nearest-rank percentile (q in 0..100) of ``values``; None when empty."""
     if not values:
         return None
     ordered = sorted(values)
     return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
-
-
-def _set_offline_env() -> None:
-    # Before gradio / huggingface_hub load: no analytics, no Hub (as app.py and the tests set them).
-    for name, value in (("GRADIO_ANALYTICS_ENABLED", "False"), ("HF_HUB_DISABLE_TELEMETRY", "1")):
-        os.environ.setdefault(name, value)
-    if "SPACE_ID" not in os.environ:
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
 def plan(model: str, max_new_tokens: int, seed: int, progress=None):
@@ -198,192 +164,12 @@ def plan(model: str, max_new_tokens: int, seed: int, progress=None):
     return requests, references, skipped
 
 
-def _free_port(host: str) -> int:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with contextlib.closing(socket.socket(family)) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-
-
-@contextlib.contextmanager
-def served(host: str):
-    """Serve ``ui.serving_demo()`` (what ``python app.py`` serves) in this process; yield (demo, URL)."""
-    from ..ui import launch_options, serving_demo
-
-    demo = serving_demo()
-    port = _free_port(host)
-    demo.launch(server_name=host, server_port=port, prevent_thread_lock=True, quiet=True, **launch_options())
-    try:
-        shown = f"[{host}]" if ":" in host else host
-        yield demo, f"http://{shown}:{port}/"
-    finally:
-        with contextlib.redirect_stdout(sys.stderr):  # Gradio prints "Closing server running on port: …"
-            demo.close()
-
-
-class Sampler:
-    """Samples, in a thread, the process's RSS (every second) and the decodes running in the server (the app's
-    job counters, ``ui.jobs.WORK``: the soak runs no other job)."""
-
-    def __init__(self):
-        from ..ui.layout import DECODE_CONCURRENCY
-
-        self.t0 = time.perf_counter()
-        self.series: list[dict] = []  # every second: {t, rss_mb, running}
-        self.max_running = 0
-        self.max_under_way = 0
-        self.over_limit_samples = 0
-        self.limit = DECODE_CONCURRENCY
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="soak-sampler", daemon=True)
-
-    @staticmethod
-    def running_decodes() -> int:
-        """Decodes computing a round now (whether or not Gradio still counts them): the slots of ``WORK`` held.
-        The API's decode is a generator that Gradio resumes once per round and that holds a slot only while it
-        computes, so one that waits between rounds, or that a cancel ended, is not counted."""
-        from ..ui.jobs import WORK
-
-        return WORK.busy
-
-    @staticmethod
-    def under_way() -> int:
-        """Decodes started and not ended (``WORK.running``): computing, between two rounds or waiting for a slot."""
-        from ..ui.jobs import WORK
-
-        return WORK.running
-
-    def _loop(self):
-        tick = 0
-        while not self._stop.is_set():
-            running = self.running_decodes()
-            self.max_running = max(self.max_running, running)
-            self.over_limit_samples += running > self.limit
-            self.max_under_way = max(self.max_under_way, self.under_way())
-            if tick % round(1 / SAMPLE_EVERY_S) == 0:
-                self.series.append({"t": round(time.perf_counter() - self.t0, 1), "rss_mb": _round(rss_mb()),
-                                    "running": running})
-            tick += 1
-            self._stop.wait(SAMPLE_EVERY_S)
-
-    def start(self):
-        self._thread.start()
-        return self
-
-    def stop(self):
-        self._stop.set()
-        self._thread.join()
-        self.series.append({"t": round(time.perf_counter() - self.t0, 1), "rss_mb": _round(rss_mb()),
-                            "running": self.running_decodes()})
-
-
-def _round(x, digits=1):
-    return None if x is None else round(x, digits)
-
-
-def _client_loop(url: str, client_no: int, clients: int, runs: int, assignment: list[Request], references: dict,
-                 max_new_tokens: int, seed: int, model: str, cancel_every: int, jobs: list, lock, t0: float):
-    from gradio_client import Client
-
-    try:
-        client = Client(url, verbose=False, download_files=False)
-    except Exception as err:  # noqa: BLE001  (the server did not answer: every job of this client failed)
-        with lock:
-            jobs.extend({"job": run * clients + client_no, "client": client_no, "method": None, "prompt": None,
-                         "cancel_requested": False, "outcome": "error", "identical": None, "latency_s": None,
-                         "error": f"client could not connect: {type(err).__name__}: {_first_line(err)}"}
-                        for run in range(runs))
-        return
-    try:
-        for run in range(runs):
-            n = run * clients + client_no  # the submission's number, interleaved across clients
-            request = assignment[n]
-            cancel = cancel_every > 0 and (n + 1) % cancel_every == 0
-            record = {"job": n, "client": client_no, "method": request.label, "prompt": request.prompt_no,
-                      "cancel_requested": cancel, "outcome": None, "error": None, "identical": None,
-                      "new_tokens": None, "stop_reason": None, "latency_s": None}
-            submitted = time.perf_counter()
-            record["submitted_s"] = round(submitted - t0, 3)
-            try:
-                job = client.submit(request.prompt, request.method, request.draft or "", GAMMA, 0.0,
-                                    max_new_tokens, seed, model, api_name="/decode")
-            except Exception as err:  # noqa: BLE001
-                outcome, out, message = "error", None, f"submit failed: {type(err).__name__}: {_first_line(err)}"
-            else:
-                outcome, out, message = _wait(job, cancel, record)
-            if outcome == "result":
-                _check(record, out, references[request])
-            else:
-                record["outcome"] = outcome
-                record["error" if outcome == "error" else "cancel_note"] = message
-            record["latency_s"] = round(time.perf_counter() - submitted, 3)
-            with lock:
-                jobs.append(record)
-    finally:
-        client.close()
-
-
-def _wait(job, cancel: bool, record: dict) -> tuple[str, object, str | None]:
-    """Wait for a job (cancelling it first if asked, noting in ``record`` whether it was queued or running
-    then): ("result", output, None), ("cancelled", None, what the client said) or ("error", None, message)."""
-    from gradio_client.exceptions import AppError
-
-    try:
-        if cancel:
-            try:
-                return "result", job.result(timeout=CANCEL_AFTER_S), None
-            except concurrent.futures.TimeoutError:
-                with contextlib.suppress(Exception):
-                    record["cancelled_while"] = str(job.status().code.value)  # e.g. IN_QUEUE, PROCESSING
-                job.cancel()
-        out = job.result(timeout=JOB_TIMEOUT_S)
-    except concurrent.futures.TimeoutError:
-        return "error", None, f"no result within {JOB_TIMEOUT_S:.0f} s"
-    except concurrent.futures.CancelledError:
-        return "cancelled", None, "CancelledError"
-    except AppError as err:  # the server's gr.Error: its message
-        return ("cancelled" if cancel else "error"), None, _first_line(err) or type(err).__name__
-    except Exception as err:  # noqa: BLE001  (count it and go on; the server gone shows as many of these)
-        # gradio_client 2.7 reports a job cancelled while it ran as a KeyError about a response without
-        # 'data': on a job we cancelled, any failure is the cancel as the client saw it
-        return ("cancelled" if cancel else "error"), None, f"{type(err).__name__}: {_first_line(err)}"
-    if out is None and cancel:
-        return "cancelled", None, "no output"
-    return "result", out, None
-
-
-def _first_line(err: BaseException) -> str:
-    text = str(err).strip()
-    return text.splitlines()[0][:200] if text else ""
-
-
-def _check(record: dict, out, reference: list[int]) -> None:
-    """A result against its reference: finished and identical, or a cancelled run's prefix, or wrong."""
-    try:
-        data = json.loads(out)
-        ids = [int(i) for i in data["output_ids"]]
-        stop = data.get("summary", {}).get("stop_reason")
-    except (TypeError, ValueError, KeyError):
-        record["outcome"], record["error"] = "error", f"not a trace: {clip(out, 60)}"
-        return
-    record["new_tokens"], record["stop_reason"] = len(ids), stop
-    if ids == reference:
-        record["outcome"], record["identical"] = "finished", True
-    elif record["cancel_requested"] and ids == reference[: len(ids)]:  # stopped early by the cancel
-        record["outcome"], record["identical"] = "cancelled", None
-        record["partial"] = True
-    else:
-        record["outcome"], record["identical"] = "finished", False
-        record["first_difference"] = next((i for i, (a, b) in enumerate(zip(ids, reference)) if a != b),
-                                          min(len(ids), len(reference)))
-
-
 def run(clients: int = 8, runs: int = 50, max_new_tokens: int = 16, model: str = "default", cancel_every: int = 0,
         seed: int = 0, host: str = "127.0.0.1", progress=None) -> dict:
     """Run the soak test and return its report (see the module docstring); ``progress`` gets status lines."""
     host = check_host(host)
     check_args(clients, runs, max_new_tokens, cancel_every, seed)
-    _set_offline_env()
+    set_offline_env()
     say = progress or (lambda line: None)
     rss_before = rss_mb()
     t_ref = time.perf_counter()
@@ -403,7 +189,7 @@ def run(clients: int = 8, runs: int = 50, max_new_tokens: int = 16, model: str =
         random.Random(seed).shuffle(assignment)
         sampler = Sampler().start()
         t0 = time.perf_counter()
-        threads = [threading.Thread(target=_client_loop, name=f"soak-client-{c}",
+        threads = [threading.Thread(target=client_loop, name=f"soak-client-{c}",
                                     args=(url, c, clients, runs, assignment, references, max_new_tokens, seed, model,
                                           cancel_every, jobs, lock, t0), daemon=True) for c in range(clients)]
         for thread in threads:
@@ -445,7 +231,7 @@ def _report(jobs, sampler, references, skipped, config, wall_s, reference_s, rss
         lat = [j["latency_s"] for j in mine if j["outcome"] == "finished"]
         per_method[label] = {"submitted": len(mine), "finished": len(lat),
                              "identical": sum(j["identical"] is True for j in mine),
-                             "p50_s": _round(percentile(lat, 50), 3), "p95_s": _round(percentile(lat, 95), 3)}
+                             "p50_s": rounded(percentile(lat, 50), 3), "p95_s": rounded(percentile(lat, 95), 3)}
     rss = [s["rss_mb"] for s in sampler.series if s["rss_mb"] is not None]
     limit = concurrency["limit"]
     return {
@@ -473,11 +259,11 @@ def _report(jobs, sampler, references, skipped, config, wall_s, reference_s, rss
             "mismatches": [{k: j[k] for k in ("job", "method", "prompt", "new_tokens", "first_difference")}
                            for j in finished if j["identical"] is False][:20],
         },
-        "latency_s": {"p50": _round(percentile(latencies, 50), 3), "p95": _round(percentile(latencies, 95), 3),
-                      "max": _round(max(latencies, default=None), 3),
-                      "mean": _round(sum(latencies) / len(latencies), 3) if latencies else None},
+        "latency_s": {"p50": rounded(percentile(latencies, 50), 3), "p95": rounded(percentile(latencies, 95), 3),
+                      "max": rounded(max(latencies, default=None), 3),
+                      "mean": rounded(sum(latencies) / len(latencies), 3) if latencies else None},
         "per_method": per_method,
-        "rss_mb": {"before_models": _round(rss_before), "start": rss[0] if rss else None,
+        "rss_mb": {"before_models": rounded(rss_before), "start": rss[0] if rss else None,
                    "peak": max(rss, default=None), "end": rss[-1] if rss else None, "series": sampler.series},
         "concurrency": {**concurrency, "max_running_decodes": sampler.max_running,
                         "max_under_way": sampler.max_under_way,

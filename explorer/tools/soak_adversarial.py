@@ -30,6 +30,7 @@ import time
 
 from . import soak, soak_long_jobs
 from .forged_traces import oversized_trace_texts, worst_trace_texts
+from .soak_server import rounded, rss_mb, served, set_offline_env
 from ..limits import MAX_TRACE_BYTES, MAX_UPLOAD_BYTES
 
 IDLE_SHARE = 0.10  # of one core: "idle" below this
@@ -241,20 +242,20 @@ def run(model: str = "tiny-random:1", host: str = "127.0.0.1", progress=None) ->
 
     progress = progress or (lambda line: None)
     host = soak.check_host(host)
-    soak._set_offline_env()
+    set_offline_env()
     started = time.perf_counter()
-    with soak.served(host) as (demo, url):
+    with served(host) as (demo, url):
         # warm: the models loaded and every kind of job run once, so what follows measures growth, not start-up
         warm = Client(url, verbose=False, download_files=False)
         for method, draft, width_or_gamma, _ in CANCELS:
             warm.predict("abc", method, draft, width_or_gamma, 0.0, 8, 0, model, api_name="/decode")
         gc.collect()
-        rss, disk_before = [soak._round(soak.rss_mb())], _folder_bytes(disk.gradio_folder())
+        rss, disk_before = [rounded(rss_mb())], _folder_bytes(disk.gradio_folder())
         for _ in range(PASSES):  # twice: memory that a pass leaves must not grow again with the next
             cancelled = cancels(url, model, progress)
             uploaded = uploads(url, progress)
             gc.collect()
-            rss.append(soak._round(soak.rss_mb()))
+            rss.append(rounded(rss_mb()))
         disk_after = _folder_bytes(disk.gradio_folder())
         private = mcp_privacy(url, model, progress)
         long_jobs = soak_long_jobs.two_tab_audit(demo, url, model, progress)
