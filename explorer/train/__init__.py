@@ -4,6 +4,7 @@
                 generated in batches and cached on disk
 ``features``    the target's hidden states and top-k distributions over packed windows of that data
 ``checkpoint``  resumable runs: one checkpoint format
+``split``       the train and held-out data a distillation trainer reads: answers, windows, frozen features
 ``loop``        the training loop once a trainer's loss is written: AdamW, the schedule, clipping, checkpoints,
                 progress (the exit layer's and the feature head's)
 

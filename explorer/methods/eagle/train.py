@@ -46,9 +46,10 @@ from ...models import LoadedModel
 from ...progress import print_progress
 from ...train import checkpoint
 from ...train.loop import fit
-from ...train.data import CORPUS_MODES, corpus, load_prompt_bank, self_generated
+from ...train.data import CORPUS_MODES, load_prompt_bank
 from ...train.distill import chunks, draft_vocab, head_rows, kl_topk, remap, step_windows
-from ...train.features import Features, Windows, features, pack
+from ...train.features import Features, Windows
+from ...train.split import train_and_heldout
 from .head import MAX_LAYERS, FeatureHead, new_head, save_head
 
 Progress = Callable[[int, int, str], None]
@@ -118,24 +119,15 @@ def train_feature_head(target: LoadedModel, config: HeadTrainConfig, prompts: li
     base = decoder_parts(target.model)
     last = len(base.layers)
     prompts = load_prompt_bank() if prompts is None else prompts
-    train = corpus(target, [p for p in prompts if p.get("split", "train") == "train"], config.tokens, config.mode,
-                   config.max_new_tokens, config.data_seed, config.gen_batch_size, progress)
-    heldout_prompts = [p for p in prompts if p.get("split") == "heldout"]
-    if not heldout_prompts:
-        raise ExplorerError("the prompt bank has no held-out prompts to measure acceptance on")
-    heldout = self_generated(target, heldout_prompts, "greedy", config.max_new_tokens, config.data_seed,
-                             config.gen_batch_size, progress=progress)
-    pad = min(target.eos_token_ids, default=0)
-    train_windows, heldout_windows = pack(train, config.window, pad), pack(heldout, config.window, pad)
-    train_feats = features(target, train_windows, (last,), config.top_k, progress, precompute_layers)
-    heldout_feats = features(target, heldout_windows, (last,), 1, progress, precompute_layers)
+    data = train_and_heldout(target, prompts, config, (last,), "acceptance", progress, precompute_layers)
+    train_windows, heldout_windows, heldout_feats = data.train_windows, data.heldout_windows, data.heldout_feats
 
-    vocab = draft_vocab(train, config.vocab, target.vocab_size, target.eos_token_ids)
+    vocab = draft_vocab(data.train, config.vocab, target.vocab_size, target.eos_token_ids)
     head = new_head(target.model, config.layers, vocab, config.seed) if init is None else _continued(init, vocab, config)
     untrained = heldout_acceptance(target, head, heldout_windows, heldout_feats, config.eval_steps)
-    losses, seconds = _fit(target, head, train_windows, train_feats, config, progress)
+    losses, seconds = _fit(target, head, train_windows, data.train_feats, config, progress)
     trained = heldout_acceptance(target, head, heldout_windows, heldout_feats, config.eval_steps)
-    coverage = _coverage(vocab, heldout)
+    coverage = _coverage(vocab, data.heldout)
     progress(1, 1, f"[feature-head] held-out acceptance by draft position {_percent(trained)} "
                    f"({'before this run' if init is not None else 'untrained'} {_percent(untrained)}) on {heldout_windows.answer_tokens} tokens; "
                    f"V' covers {coverage:.1%} of them")

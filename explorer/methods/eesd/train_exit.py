@@ -34,14 +34,14 @@ from typing import Callable
 import torch
 
 from ...engine.forward import decoder_parts
-from ...errors import ExplorerError
 from ...models import LoadedModel
 from ...progress import print_progress
 from ...train import checkpoint
 from ...train.loop import fit
-from ...train.data import CORPUS_MODES, corpus, load_prompt_bank, self_generated
+from ...train.data import CORPUS_MODES, load_prompt_bank
 from ...train.distill import chunks, draft_vocab, head_rows, kl_topk, remap, step_windows
-from ...train.features import Features, Windows, attention_mask, features, pack
+from ...train.features import Features, Windows, attention_mask
+from ...train.split import train_and_heldout
 from .exits import MAX_EXIT_LAYERS, ExitHead, new_exit, save_exit, untrained_exit
 
 LOSSES = ("kl", "ce")
@@ -104,22 +104,12 @@ def train_early_exit(target: LoadedModel, config: TrainConfig, prompts: list[dic
     progress = progress or print_progress
     untrained_exit(target.model, config.n_layers)  # refuses an impossible N before any work
     prompts = load_prompt_bank() if prompts is None else prompts
-    train_samples = corpus(target, [p for p in prompts if p.get("split", "train") == "train"], config.tokens,
-                           config.mode, config.max_new_tokens, config.data_seed, config.gen_batch_size, progress)
-    heldout = [p for p in prompts if p.get("split") == "heldout"]
-    if not heldout:
-        raise ExplorerError("the prompt bank has no held-out prompts to measure agreement on")
-    heldout_samples = self_generated(target, heldout, "greedy", config.max_new_tokens, config.data_seed,
-                                     config.gen_batch_size, progress=progress)
-    pad = min(target.eos_token_ids, default=0)
-    train_windows = pack(train_samples, config.window, pad)
-    heldout_windows = pack(heldout_samples, config.window, pad)
-    train_feats = features(target, train_windows, (config.n_layers,), config.top_k, progress, precompute_layers)
-    heldout_feats = features(target, heldout_windows, (config.n_layers,), 1, progress, precompute_layers)
+    data = train_and_heldout(target, prompts, config, (config.n_layers,), "agreement", progress, precompute_layers)
+    train_windows, heldout_windows, heldout_feats = data.train_windows, data.heldout_windows, data.heldout_feats
 
-    vocab = draft_vocab(train_samples, config.vocab, target.vocab_size, target.eos_token_ids)
+    vocab = draft_vocab(data.train, config.vocab, target.vocab_size, target.eos_token_ids)
     head = new_exit(target.model, config.n_layers, vocab, config.exit_layers)
-    losses, seconds = _fit(target, head, train_windows, train_feats, config, progress)
+    losses, seconds = _fit(target, head, train_windows, data.train_feats, config, progress)
     trained = agreement(target, head, heldout_windows, heldout_feats)
     untrained = agreement(target, untrained_exit(target.model, config.n_layers), heldout_windows, heldout_feats)
     progress(1, 1, f"[early-exit n{config.n_layers}] held-out agreement {trained:.1%} "
