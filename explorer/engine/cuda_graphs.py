@@ -196,7 +196,7 @@ def _stack(layers, buffers, hidden, cos, sin, slots) -> torch.Tensor:
 def whole_buffer_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor,
                            scale: float) -> torch.Tensor:
     """softmax(q kᵀ · scale + mask) v over a whole KV buffer, grouped-query heads: q (N, T, D), k and v (G, C, D),
-    mask (T, C) additive -> (T, N·D), as ``compiled.attention`` but with the weighted sum over the C positions
+    mask (T, C) additive -> (T, N·D), as ``layer_maths.attention`` but with the weighted sum over the C positions
     split into ``SPLITS`` chunks that are summed after (flash-decoding's split of the keys). Why: the sum is a
     product of a few rows by C = 1 024 positions, which a GPU's product kernel walks in one tile's serial loop:
     36 µs a layer, a third of a graphed one-row forward's kernel time (H100, float32, 2026-11-27,
