@@ -66,6 +66,34 @@ def set_number(page, elem_id: str, value) -> None:
     box.press("Enter")
 
 
+# A run whose test is not about the page's headline. The page opens on ``quantized``, and after a quantized run it
+# races three lanes (plain decoding, the 4-bit copy drafting, the copy alone: "What keeping the text costs",
+# ``explorer/ui/comparing.py``) where any other run is weighed against plain decoding alone; a test that reads the
+# rounds, the views, the audit or the comparison in general proves the same with a draft of the target's own first
+# layers (distributions, so rejected rounds carry q), and leaves the headline to the tests of it
+# (test_story_browser.py, test_browser.py's every-tab screenshots).
+PLAIN_RUN = ("speculative", "early-exit:4")
+
+
+def choose(page, method: str, draft: str | None = None) -> None:
+    """Choose the method from its list (typing its name and pressing Enter could leave the old value while the list's
+    filter caught up), then type the drafter; each is checked to have taken."""
+    from playwright.sync_api import expect
+
+    page.locator("#method input").click()
+    page.get_by_role("option", name=method, exact=True).click()
+    expect(page.locator("#method input")).to_have_value(method)
+    if draft is not None:
+        page.locator("#draft input").fill(draft)
+        page.locator("#draft input").press("Enter")
+        expect(page.locator("#draft input")).to_have_value(draft)
+
+
+def choose_plain_run(page) -> None:
+    """``PLAIN_RUN`` on the page: a run weighed against plain decoding alone, without the headline's race."""
+    choose(page, *PLAIN_RUN)
+
+
 def wait_status(page, text: str, timeout: int = DECODE_TIMEOUT_MS) -> None:
     page.wait_for_function("t => document.querySelector('#status').innerText.includes(t)", arg=text, timeout=timeout)
 

@@ -13,8 +13,8 @@ import warnings
 from pathlib import Path
 
 import pytest
-from conftest_ui import (ARTIFACTS, CHROMIUM, DECODE_TIMEOUT_MS, figure_text_problems, open_tab, set_number, upload_trace,
-                         wait_compared, wait_status)
+from conftest_ui import (ARTIFACTS, CHROMIUM, DECODE_TIMEOUT_MS, PLAIN_RUN, choose_plain_run, figure_text_problems,
+                         open_tab, set_number, upload_trace, wait_compared, wait_status)
 from helpers import DATA, make_trace
 
 import explorer
@@ -65,6 +65,11 @@ def fates_on_page(page) -> dict:
 
 
 def test_run_watch_and_step_through_rounds(page):
+    # the page opens on its headline, the target's own 4-bit weights drafting (#48; its run and race are
+    # test_story_browser.py's): rounds, views, audit and comparison are read here on a run weighed against plain decoding
+    expect(page.locator("#method input")).to_have_value("quantized")
+    expect(page.locator("#draft input")).to_have_value("int4")
+    choose_plain_run(page)
     set_number(page, "max-new-tokens", 32)
     started = time.perf_counter()
     page.click("#run")
@@ -80,8 +85,7 @@ def test_run_watch_and_step_through_rounds(page):
     expect_method_view(page, "acceptance-positions")  # acceptance by draft position, accepted-length histogram
     expect(page.locator("#view-acceptance-positions")).to_contain_text("Acceptance by draft position")
     trace = download_trace(page)
-    # the page opens on its headline: the target's own 4-bit weights drafting (#48)
-    assert trace.method == "quantized" and trace.draft == "int4" and trace.summary.new_tokens == 32
+    assert (trace.method, trace.draft) == PLAIN_RUN and trace.summary.new_tokens == 32
     # it opens on its first refusal: the output up to that round plus the round's refused drafts
     opening = trace.rounds[viz.opening_round(trace)]
     assert opening.rejected_at is not None or not any(r.rejected_at is not None for r in trace.rounds)
@@ -147,7 +151,7 @@ def test_run_watch_and_step_through_rounds(page):
     open_tab(page, "compare")  # this session's runs, against their baselines, in the Compare view
     page.click("#my-runs")
     if compared:
-        expect(page.locator("#compare-table")).to_contain_text("run 1: quantized")
+        expect(page.locator("#compare-table")).to_contain_text(f"run 1: {PLAIN_RUN[0]}")
         expect(page.locator("#my-runs-words")).to_contain_text("1 of your runs")
     else:  # weighed against plain decoding timed at another pace: left out, and said so
         expect(page.locator("#my-runs-words")).to_contain_text("the machine's pace changed")
@@ -206,6 +210,7 @@ def test_controls_answer_the_keyboard_and_follow_the_decode(page):
     assert heavy == []  # nothing inside draws a heavier frame (the plot's own block drew 3 px dark)
     open_tab(page, "watch")
     # Run is greyed out while its decode runs (a second click would queue a second decode) and comes back
+    choose_plain_run(page)
     set_number(page, "max-new-tokens", 24)
     page.click("#run")
     expect(page.locator("#run")).to_be_disabled()

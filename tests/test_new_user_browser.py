@@ -10,8 +10,8 @@ import json
 import re
 
 import pytest
-from conftest_ui import (ARTIFACTS, CHROMIUM, DECODE_TIMEOUT_MS, UPLOAD_INPUT, open_tab, set_number, wait_compared,
-                         wait_status)
+from conftest_ui import (ARTIFACTS, CHROMIUM, DECODE_TIMEOUT_MS, UPLOAD_INPUT, choose_plain_run, open_tab, set_number,
+                         wait_compared, wait_status)
 from helpers import busy, make_trace
 
 import explorer
@@ -198,7 +198,8 @@ def test_a_phone_shows_dropdown_values_and_the_whole_accept_table(browser, url):
     """#42 items 6 and 7: at 390 px the race's lanes show their systems whole, Understand's accept/reject table
     keeps its verdict column in view, and a one-prompt race's figure says "1 prompt × 1 repeat"."""
     context, page = new_page(browser, url, PHONE)
-    run_and_wait(page, 16)  # the first example: the 4-bit copy drafts, one refused where the copy parts
+    choose_plain_run(page)  # a run with drafts, some refused: the table's verdicts
+    run_and_wait(page, 16)
     open_tab(page, "understand")
     verdicts = page.evaluate("""() => [...document.querySelectorAll('#guided-round td[class^=verdict]')].map(td => {
         const r = td.getBoundingClientRect(), t = td.closest('table').getBoundingClientRect();
