@@ -44,9 +44,15 @@ def _run(model, method):
     return explorer.decode(model, PROMPT, **options)
 
 
+@pytest.fixture(scope="module")
+def plain(default_model):
+    """Plain decoding of the prompt, what every method's run is weighed against: decoded once for the file (greedy, so
+    the same for each of them)."""
+    return explorer.decode(default_model, PROMPT, max_new_tokens=TOKENS)
+
+
 @pytest.mark.parametrize("method", list(methods.discover().values()), ids=lambda m: m.name)
-def test_what_the_page_says_of_a_run_is_whole_and_its_symbols_are_explained(default_model, method):
-    plain = explorer.decode(default_model, PROMPT, max_new_tokens=TOKENS)
+def test_what_the_page_says_of_a_run_is_whole_and_its_symbols_are_explained(default_model, plain, method):
     trace = _run(default_model, method)
     glossary = glossary_markdown()
     for baseline in (plain, None):  # compared, and before plain decoding has run
