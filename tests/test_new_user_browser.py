@@ -10,8 +10,8 @@ import json
 import re
 
 import pytest
-from conftest_ui import (ARTIFACTS, CHROMIUM, DECODE_TIMEOUT_MS, UPLOAD_INPUT, choose_plain_run, open_tab, set_number,
-                         wait_compared, wait_status)
+from conftest_ui import (ARTIFACTS, CHROMIUM, DECODE_TIMEOUT_MS, UPLOAD_INPUT, choose, choose_draft, choose_plain_run,
+                         open_tab, set_number, wait_compared, wait_status)
 from helpers import busy, make_trace
 
 import explorer
@@ -61,20 +61,6 @@ def new_page(browser, url, viewport=None):
     return context, page
 
 
-def pick(page, elem_id: str, value: str) -> None:
-    """Choose a dropdown's value: the method from its list, the drafter typed as a user may type any spec. (Typing
-    a method's name and pressing Enter showed the name while the dropdown kept its old value whenever the list's
-    filter had not caught up: 'eagle-tree' typed over 'beam' ran beam.)"""
-    box = page.locator(f"#{elem_id} input")
-    if elem_id == "method":
-        box.click()
-        page.get_by_role("option", name=value, exact=True).click()
-    else:
-        box.fill(value)
-        box.press("Enter")
-    expect(box).to_have_value(value)
-
-
 def run_and_wait(page, tokens: int, said: str = "tokens/s") -> None:
     """Run, and wait until the status says ``said`` with nothing pending (plain decoding may run after the run)."""
     set_number(page, "max-new-tokens", tokens)
@@ -101,14 +87,14 @@ def test_the_drafter_menu_and_the_examples_offer_what_ships(browser, url):
     assert exits == ["early-exit:4", "early-exit:6", "early-exit:8", "early-exit:12", "early-exit:8:untrained"], exits
     page.keyboard.press("Escape")
     for value in ("early-exit:12", "prompt-lookup:3", "early-exit:8:untrained"):
-        pick(page, "draft", value)
+        choose_draft(page, value)
         shown = page.evaluate(HIDDEN_VALUE_JS, "draft")
         assert not shown["hidden"], shown
-    pick(page, "draft", "early-exit:12")
+    choose_draft(page, "early-exit:12")
     run_and_wait(page, 4, "with early-exit:12")
     said = page.inner_text("#status")
     assert "trained exit layer" in said and ".safetensors" not in said and "llama-L30" not in said, said
-    pick(page, "draft", "early-exit:16")
+    choose_draft(page, "early-exit:16")
     run_and_wait(page, 4, "with early-exit:16")
     said = page.inner_text("#status")
     assert "no trained exit ships for 16 layers of this model" in said and "4, 6, 8 and 12" in said, said
@@ -122,9 +108,9 @@ def test_views_and_banners_read_the_method_they_show(browser, url):
     """#42 items 3 and 7: eagle-tree, which drafts with the feature head in a tree, is not offered the linear
     feature-head view; beam's banner says what its 004 rule is."""
     context, page = new_page(browser, url)
-    pick(page, "method", "beam")
+    choose(page, "beam")
     expect(page.locator("#method-banner")).to_contain_text("Tulsian")
-    pick(page, "method", "eagle-tree")
+    choose(page, "eagle-tree")
     expect(page.locator("#method-banner")).not_to_contain_text("Tulsian")  # the page took the choice
     run_and_wait(page, 8)
     expect(page.locator("#status")).to_contain_text("eagle-tree")
