@@ -249,27 +249,22 @@ def report(target, sizes=(1, 2, 3, 4, 5, 8, 16), context: int = 128, repeats: in
 
 
 def draft_step(target, spec: str, context: int = 128, repeats: int = 15) -> dict[str, float]:
-    """One step of the draft ``spec`` (a forward draft: ``int4``, ``int8``, ``model:…``, ``early-exit:N``) against
-    its bytes (#49): the median seconds of a one-row step after ``context`` cached tokens, the bytes the step's
-    products read (the low-bit copy's packed codes, scales and head; else its parameters), and this machine's read
-    bandwidth measured now (``machine.read_bandwidth``): a step cannot be faster than bytes / bandwidth."""
+    """One step of the draft ``spec`` against its bytes (#49): the median seconds of a one-row step after ``context``
+    cached tokens, the bytes the step reads as its forward declares them (``weight_bytes``: the low-bit copies'
+    packed codes, scales and head), and this machine's read bandwidth measured now (``machine.read_bandwidth``): a
+    step cannot be faster than bytes / bandwidth. A draft that declares no bytes is refused in one line (counting a
+    model's parameters would be wrong for an early exit, which runs some of the target's layers)."""
     from .drafts import make_drafter
     from .methods import discover
     from .models import load
 
     discover()  # the method packages register their draft kinds
     drafter = make_drafter(spec, target, load)
-    if not drafter.gives_distributions:
-        raise ExplorerError(f"{spec} drafts without a forward of its own (prompt lookup, a tree): it has no step "
-                            "to weigh against bytes")
+    forward = getattr(getattr(drafter, "runner", None), "forward", None)
+    if not hasattr(forward, "weight_bytes"):
+        raise ExplorerError(f"--draft weighs a draft whose step declares the bytes it reads (int4, int8); {spec} "
+                            "does not")
     runner = drafter.runner
-    forward = runner.forward
-    if hasattr(forward, "weight_bytes"):
-        read = forward.weight_bytes()
-    else:
-        module = forward if isinstance(forward, torch.nn.Module) else getattr(forward, "__self__", None)
-        params = list(module.parameters()) if isinstance(module, torch.nn.Module) else list(target.model.parameters())
-        read = sum(p.numel() * p.element_size() for p in params)
     ids = _ids(target, context + repeats + 2)
     runner.logits(ids[:context], 1)
     times = []
@@ -279,16 +274,21 @@ def draft_step(target, spec: str, context: int = 128, repeats: int = 15) -> dict
         runner.logits(ids[: context + n + 1], 1)
         if n:  # the first is a warm-up
             times.append(time.perf_counter() - start)
-    return {"step_s": statistics.median(times), "bytes": float(read), "bandwidth": machine.read_bandwidth()}
+    return {"step_s": statistics.median(times), "bytes": float(forward.weight_bytes()),
+            "bandwidth": machine.read_bandwidth()}
 
 
 def draft_words(spec: str, step: dict[str, float]) -> str:
-    """``draft_step`` in a line: the step, its bytes, the floor they set here and the step against it."""
+    """``draft_step`` in a line: the step, its bytes, the floor they set here and the step against it; a step
+    faster than its floor cannot be (the machine's load changed between the two timings), and says so instead."""
     floor = step["bytes"] / step["bandwidth"]
     size = f"{step['bytes'] / 1e6:.1f} MB" if step["bytes"] >= 1e5 else f"{step['bytes'] / 1e3:.1f} kB"
-    return (f"Draft {spec}: one step {step['step_s'] * 1e3:.2f} ms (median); it reads {size}, "
-            f"which this machine's measured read bandwidth ({step['bandwidth'] / 1e9:.1f} GB/s, now) reads in "
-            f"{floor * 1e3:.2f} ms: the step is {step['step_s'] / floor:.2f}× its bytes.")
+    said = (f"Draft {spec}: one step {step['step_s'] * 1e3:.2f} ms (median); it reads {size}, which this machine's "
+            f"measured read bandwidth ({step['bandwidth'] / 1e9:.1f} GB/s, now) reads in {floor * 1e3:.2f} ms")
+    if step["step_s"] < floor:
+        return (f"{said}: a step faster than reading its bytes cannot be (the machine's load changed between the two "
+                "timings), so no ratio is shown; rerun on a quiet machine.")
+    return f"{said}: the step is {step['step_s'] / floor:.2f}× its bytes."
 
 
 def dispatch_words(per_layer: float, per_forward: float, layers: int, t1: float | None) -> str:

@@ -121,8 +121,20 @@ def test_profile_refuses_a_draft_with_no_step_of_its_own_in_one_line(tiny_target
     from explorer.errors import ExplorerError
     from explorer.profile import draft_step
 
-    with pytest.raises(ExplorerError, match="prompt-lookup:3 drafts without a forward of its own .* no step to weigh"):
-        draft_step(tiny_target, "prompt-lookup:3")
+    for spec in ("prompt-lookup:3", "early-exit:1"):  # no step of its own; a step over some of the target's layers
+        with pytest.raises(ExplorerError, match=f"declares the bytes it reads \\(int4, int8\\); {spec} does not"):
+            draft_step(tiny_target, spec)
+
+
+def test_a_draft_step_faster_than_its_bytes_prints_no_ratio():
+    """A busy spell between the step's timing and the bandwidth's can make the step read faster than memory allows:
+    no "0.40× its bytes" is printed as fact (the honesty rule of #48)."""
+    from explorer.profile import draft_words
+
+    fine = draft_words("int4", {"step_s": 0.005, "bytes": 84e6, "bandwidth": 31e9})
+    assert fine.endswith("the step is 1.85× its bytes.")
+    impossible = draft_words("int4", {"step_s": 0.001, "bytes": 84e6, "bandwidth": 31e9})
+    assert "×" not in impossible.split("reads in")[1] and "cannot be" in impossible and "rerun on a quiet" in impossible
 
 
 def test_profile_prints_t_of_n_for_both_forwards_and_the_parts_and_no_impossible_ratio():

@@ -17,8 +17,8 @@ def add_parser(sub) -> None:
     profile.add_argument("--context", type=int, default=128, help="cached tokens before the measured ones")
     profile.add_argument("--repeats", type=int, default=15)
     profile.add_argument("--device", help="cpu | cuda (default: cuda when present)")
-    profile.add_argument("--draft", help="also weigh one step of this forward draft (int4, int8, model:…, "
-                         "early-exit:N) against the bytes it reads at this machine's measured bandwidth")
+    profile.add_argument("--draft", help="also weigh one step of this low-bit draft (int4 or int8) against the "
+                         "bytes it reads at this machine's measured bandwidth")
     add_dtype(profile)
     profile.set_defaults(handler=handle)
 
