@@ -260,7 +260,7 @@ def draft_step(target, spec: str, context: int = 128, repeats: int = 15) -> dict
 
     discover()  # the method packages register their draft kinds
     drafter = make_drafter(spec, target, load)
-    forward = getattr(getattr(drafter, "runner", None), "forward", None)
+    forward = getattr(drafter.runner, "forward", None) if drafter.gives_distributions else None  # its own forward
     if not hasattr(forward, "weight_bytes"):
         raise ExplorerError(f"--draft weighs a draft whose step declares the bytes it reads (int4, int8); {spec} "
                             "does not")
