@@ -49,4 +49,25 @@ def check_invariants(trace: RunTrace) -> list[str]:
         problems.append("summary.accepted differs from the rounds")
     if s.target_forwards != sum(r.target_forwards for r in trace.rounds):
         problems.append("summary.target_forwards differs from the rounds")
+    problems += _rate_problems(s)
     return problems
+
+
+RATE_ROUNDING = 1e-5  # relative: a writer that rounds its figures to six significant digits still passes
+
+
+def _rate_problems(s) -> list[str]:
+    """The summary's rate is its own counts over its own clock (``run.py``: tokens_per_s = new_tokens / wall_s, None
+    when no time passed), so the page never prints a figure the file cannot have: a forged wall_s = 0 with
+    tokens_per_s = 1e12 showed 1e12 tokens/s."""
+    if s.tokens_per_s is not None and not s.wall_s > 0:
+        return [f"summary.tokens_per_s is {clip(s.tokens_per_s)} while wall_s is {clip(s.wall_s)} s: no rate without time"]
+    if s.new_tokens > 0 and not s.wall_s > 0:
+        return [f"summary.wall_s is {clip(s.wall_s)} s for {s.new_tokens} new tokens: decoding takes time"]
+    if s.tokens_per_s is None:
+        return []
+    rate = s.new_tokens / s.wall_s
+    if abs(s.tokens_per_s - rate) > RATE_ROUNDING * max(rate, 1.0):
+        return [f"summary.tokens_per_s is {clip(s.tokens_per_s)}, not new_tokens / wall_s = {s.new_tokens} / "
+                f"{s.wall_s:.6g} s = {rate:.6g}"]
+    return []
