@@ -11,7 +11,8 @@ is skipped and said so):
    random model of the default's shape (float32) and, where the default's GGUF is here, on the default;
 4. sampling: Pearson's χ² of the first token of ``speculative`` and ``quantized`` against the target's own
    distribution (``explorer.audit.sampling_audit``), on CUDA;
-5. T(n)/T(1), graphs on and off (``engine.costs``), and where the first forward's time goes;
+5. T(n)/T(1): graphs off, on with plain products, on with the split products the card chose (``engine.costs``,
+   ``engine.split_products``);
 6. the benchmark (``explorer.bench``) of HF ``generate``, our ``ar`` and the lossless methods, graphs on
    (the default model where it is here, else the random one), then a shorter one with graphs off.
 It writes ``DIR/gpu-check.json`` (everything) and ``DIR/gpu-check.md`` (the tables), and prints the summary.
@@ -36,7 +37,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import explorer  # noqa: E402
-from explorer.engine import cuda_graphs, lowbit  # noqa: E402
+from explorer.engine import cuda_graphs, lowbit, split_products  # noqa: E402
 
 LOSSLESS = (  # method, draft: every lossless method the random model can run (trained drafts need the default)
     ("speculative", "prompt-lookup:3"), ("speculative", "early-exit:4"), ("quantized", "int4"),
@@ -156,18 +157,23 @@ def sampling(device: str, runs: int) -> list[dict]:
 
 
 def cost_curves(model, max_tokens: int) -> dict:
-    """T(n) for n = 1 … max_tokens, graphs on and off (fresh curves each: the cache is per model and process)."""
+    """T(n) for n = 1 … max_tokens: graphs off, graphs on with plain products, graphs on with the products' split
+    measured per row count (``engine.split_products``, what decoding runs); fresh curves each (the cache is per
+    model and process), and the splits chosen."""
     from explorer.engine import costs
 
     out = {}
-    for on in (True, False):
+    for name, on, forced in (("off", False, None), ("on, plain products", True, 1), ("on", True, None)):
         graphs(on)
+        split_products.FORCED = forced
         costs._CURVES.pop(model.model, None)
-        curve = costs.raw_cost_curve(model, max_tokens=max_tokens) or costs.verify_cost_curve(model, max_tokens)
-        out["on" if on else "off"] = {"T_ms": [round(t * 1e3, 3) for t in curve],
-                                      "ratio": [round(t / curve[0], 3) for t in curve]}
+        costs.verify_cost_curve(model, max_tokens)
+        curve = costs.raw_cost_curve(model, max_tokens=max_tokens)
+        out[name] = {"T_ms": [round(t * 1e3, 3) for t in curve], "ratio": [round(t / curve[0], 3) for t in curve]}
     graphs(True)
+    split_products.FORCED = None
     costs._CURVES.pop(model.model, None)
+    out["splits chosen"] = split_products.choices()
     return out
 
 
@@ -253,16 +259,16 @@ def main(argv=None) -> int:
     step(report, "sampling χ²", budget, 30, lambda: sampling(device, 100 if small else 400))
     measured = default or rand
     if measured is not None:
-        step(report, "T(n)/T(1)", budget, 20, lambda: cost_curves(measured, 4 if small else 17))
+        step(report, "T(n)/T(1)", budget, 20, lambda: cost_curves(measured, 4 if small else cuda_graphs.MAX_ROWS))
         spec = "default" if default is not None else measured
         if default is None and measured.tokenizer is None:
             report["steps"]["bench"] = {"skipped": "the random model has no tokenizer (pass --tokenizer)"}
             spec = None
         graphs(True)
-        step(report, "bench, graphs on", budget, 90 if spec is not None else 1e9, lambda: bench(
+        step(report, "bench (graphs on)", budget, 90 if spec is not None else 1e9, lambda: bench(
             spec, tuple(args.systems.split(",")), 1 if small else 2, 16 if small else 48, 2 if small else 10, device, "float32"))
         graphs(False)
-        step(report, "bench, graphs off", budget, 90 if spec is not None else 1e9, lambda: bench(
+        step(report, "bench (graphs off)", budget, 90 if spec is not None else 1e9, lambda: bench(
             spec, ("hf-generate", "ar", "speculative:prompt-lookup:3", "quantized"), 1, 16 if small else 48,
             2 if small else 4, device, "float32"))
         graphs(True)
@@ -305,8 +311,10 @@ def summary(report: dict) -> str:
     curves = report["steps"].get("T(n)/T(1)", {}).get("result")
     if curves:
         lines += ["", "## T(n)/T(1)", ""] + [f"- graphs {k}: T(1) {v['T_ms'][0]} ms; ratios {v['ratio']}"
-                                             for k, v in curves.items()]
-    for name in ("bench, graphs on", "bench, graphs off"):
+                                             for k, v in curves.items() if k != "splits chosen"]
+        lines += ["", "splits chosen (rows × out × in: chunks): " + ", ".join(
+            f"{c['rows']}×{c['out']}×{c['in']}: {c['splits']}" for c in curves.get("splits chosen", []))]
+    for name in ("bench (graphs on)", "bench (graphs off)"):
         result = report["steps"].get(name, {}).get("result")
         if result:
             lines += ["", f"## {name}", "", bench_module.markdown(result), "",

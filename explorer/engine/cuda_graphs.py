@@ -14,9 +14,13 @@ How, as gpt-fast does it: a graph bakes in every tensor's address and shape, so
   own: the keys of rejected drafts stay in the buffer, unseen, until the next round overwrites them;
 - the new rows' hidden states, rotary tables and positions are copied into the graph's static inputs before
   a replay, and its output is copied out after;
-- one graph per (layers, T, the buffers' addresses): T from 1 to ``MAX_ROWS`` covers a verification of
-  γ + 1 tokens and a draft's one-row step; longer inputs (the prompt) and token trees (explicit masks and
-  positions) run eagerly into the same buffers, so every path sees one cache.
+- one graph per (layers, T, the buffers' addresses, chain or tree): T from 1 to ``MAX_ROWS`` covers a
+  verification of γ + 1 tokens, a token tree of up to ``MAX_ROWS`` nodes and a draft's one-row step; a chain
+  builds its position mask inside the graph, a tree's mask (its ancestors, ``engine.tree``) is one more static
+  input, and its positions are in the rotary tables already; longer inputs (the prompt) run eagerly into the
+  same buffers, so every path sees one cache;
+- a graphed forward's few-row products split their inputs where that measured faster on the card
+  (``engine.split_products``).
 Off CUDA nothing here runs (``static_on_cpu`` runs the same static-buffer stack eagerly on the CPU, for the
 tests). ``EXPLORER_CUDA_GRAPHS=0`` turns graphs off; a capture that fails says why once, and that stack
 decodes eagerly from then on.
@@ -40,8 +44,11 @@ from .cache import GrowingLayer, cache_layer
 from .compiled import rotate_half
 from .fused_layer import FusedLlamaLayer
 from .kernels import say
+from . import split_products
+from .split_products import choose, product
 
-MAX_ROWS = 32  # rows a graphed forward takes: a verification of up to 31 drafts, a draft's one-row step
+MAX_ROWS = 48  # rows a graphed forward takes: a verification of up to 47 drafts, a BiTA pass (40 rows on the
+# default model), a draft's one-row step
 CAPACITY = 1024  # positions a graphed layer's KV buffer holds at first (doubled as a context needs)
 SPLITS = 16  # chunks of the KV buffer the attention's weighted sum is split into (``whole_buffer_attention``)
 MAX_GRAPHS = 96  # graphs kept per stack of layers (least recently replayed dropped first)
@@ -88,10 +95,12 @@ def graphable(layer: torch.nn.Module) -> bool:
     return isinstance(layer, FusedLlamaLayer) or FusedLlamaLayer.fits(layer)
 
 
-def run(layers, hidden: torch.Tensor, past: int, rotary, cache) -> torch.Tensor | None:
+def run(layers, hidden: torch.Tensor, past: int, rotary, cache, tree_mask: torch.Tensor | None = None
+        ) -> torch.Tensor | None:
     """``layers`` over (1, T, H) after ``past`` cached positions through a replayed graph (CUDA) or the static
     stack (``static_on_cpu``), the cache's views extended over the rows written; None when this does not
-    apply (the caller then runs the layers eagerly)."""
+    apply (the caller then runs the layers eagerly). ``tree_mask`` (1, 1, T, past + T) additive: a token tree's
+    rows, each seeing the context and its ancestors (``rotary`` then holds the nodes' positions); None: a chain."""
     static = hidden.device.type == "cpu" and getattr(_STATIC_ON_CPU, "on", False)
     t = hidden.shape[1]
     if not (hidden.is_cuda or static) or not enabled() or cache is None or hidden.shape[0] != 1 \
@@ -107,16 +116,25 @@ def run(layers, hidden: torch.Tensor, past: int, rotary, cache) -> torch.Tensor 
         buffers = [_ready(c, layer, hidden, past + t) for c, layer in zip(cached, layers)]  # [(keys, values)]
         cos, sin = (r.contiguous() for r in rotary)  # (1, T, D) each
         slots = torch.arange(past, past + t, device=hidden.device)  # (T,)
+        mask = None if tree_mask is None else _whole_buffer_mask(tree_mask, buffers[0][0].shape[2])
         if static:
-            out = _stack(layers, buffers, hidden, cos, sin, slots)
+            out = _stack(layers, buffers, hidden, cos, sin, slots, mask)
             COUNTS["static"] += 1
         else:
-            out = _replay(first, layers, buffers, hidden, cos, sin, slots)
+            out = _replay(first, layers, buffers, hidden, cos, sin, slots, mask)
             if out is None:
                 return None
         for c in cached:
             c.advance(t)
         return out
+
+
+def _whole_buffer_mask(tree_mask: torch.Tensor, capacity: int) -> torch.Tensor:
+    """A tree's additive mask (1, 1, T, S + T) over the whole buffer: (T, C), every position after S + T hidden."""
+    t, seen = tree_mask.shape[-2:]
+    mask = tree_mask.new_full((t, capacity), torch.finfo(tree_mask.dtype).min)
+    mask[:, :seen] = tree_mask[0, 0]
+    return mask
 
 
 def _index(layer: torch.nn.Module) -> int:
@@ -173,6 +191,14 @@ def _give(layer, pair: list[torch.Tensor]) -> None:
             free.append(pair)
 
 
+def _products(layer) -> tuple:
+    """A layer's product modules, in the order ``_layer`` runs them (fused: 4; the model's own: 7)."""
+    if isinstance(layer, FusedLlamaLayer):
+        return layer.qkv, layer.o_proj, layer.gate_up, layer.down_proj
+    attn, mlp = layer.self_attn, layer.mlp
+    return attn.q_proj, attn.k_proj, attn.v_proj, attn.o_proj, mlp.gate_proj, mlp.up_proj, mlp.down_proj
+
+
 def _kv_shape(layer) -> tuple[int, int]:
     """(G, D): key/value heads and head size of ``layer``."""
     if isinstance(layer, FusedLlamaLayer):
@@ -181,13 +207,14 @@ def _kv_shape(layer) -> tuple[int, int]:
     return attn.k_proj.out_features // attn.head_dim, attn.head_dim
 
 
-def _stack(layers, buffers, hidden, cos, sin, slots) -> torch.Tensor:
-    """The stack over static buffers: what a graph records. Row i sits at position slots[i] and sees every
-    key at or before it (the cached context and the rows before it); the rest of the buffer is masked."""
-    capacity = buffers[0][0].shape[2]
-    columns = torch.arange(capacity, device=hidden.device)  # (C,)
-    low = torch.finfo(hidden.dtype).min
-    mask = torch.where(columns[None, :] <= slots[:, None], 0.0, low).to(hidden.dtype)  # (T, C) additive
+def _stack(layers, buffers, hidden, cos, sin, slots, mask=None) -> torch.Tensor:
+    """The stack over static buffers: what a graph records. A chain's row i sits at position slots[i] and sees
+    every key at or before it (the cached context and the rows before it), the rest of the buffer masked; a
+    tree's rows see what its ``mask`` (T, C) lets them."""
+    if mask is None:
+        columns = torch.arange(buffers[0][0].shape[2], device=hidden.device)  # (C,)
+        low = torch.finfo(hidden.dtype).min
+        mask = torch.where(columns[None, :] <= slots[:, None], 0.0, low).to(hidden.dtype)  # (T, C) additive
     for layer, (keys, values) in zip(layers, buffers):
         hidden = _layer(layer, hidden, keys, values, slots, cos[0], sin[0], mask)
     return hidden
@@ -222,13 +249,13 @@ def _layer(layer, h, keys, values, slots, cos, sin, mask) -> torch.Tensor:
     if isinstance(layer, FusedLlamaLayer):
         d = layer.head_dim
         x = layer._rms_norm(h, layer.norm_in)
-        q, k, v = layer.qkv(x).split([layer.q_size, layer.kv_size, layer.kv_size], dim=-1)
+        q, k, v = product(layer.qkv, x).split([layer.q_size, layer.kv_size, layer.kv_size], dim=-1)
         scaling, out_proj = layer.scaling, layer.o_proj
     else:
         attn = layer.self_attn
         d = attn.head_dim
         x = layer.input_layernorm(h)
-        q, k, v = attn.q_proj(x), attn.k_proj(x), attn.v_proj(x)
+        q, k, v = product(attn.q_proj, x), product(attn.k_proj, x), product(attn.v_proj, x)
         scaling, out_proj = attn.scaling, attn.o_proj
     q = q[0].view(t, -1, d).transpose(0, 1)  # (N, T, D)
     k = k[0].view(t, -1, d).transpose(0, 1)  # (G, T, D)
@@ -238,43 +265,48 @@ def _layer(layer, h, keys, values, slots, cos, sin, mask) -> torch.Tensor:
     keys.index_copy_(2, slots, k[None].to(keys.dtype))
     values.index_copy_(2, slots, v[None].to(values.dtype))
     a = whole_buffer_attention(q, keys[0], values[0], mask, scaling)  # (T, N·D)
-    h = h + out_proj(a)[None]
+    h = h + product(out_proj, a[None])
     if isinstance(layer, FusedLlamaLayer):
         x = layer._rms_norm(h, layer.norm_post)
-        gate, up = layer.gate_up(x).split([layer.inner, layer.inner], dim=-1)
-        return h + layer.down_proj(layer.act_fn(gate) * up)
-    return h + layer.mlp(layer.post_attention_layernorm(h))
+        gate, up = product(layer.gate_up, x).split([layer.inner, layer.inner], dim=-1)
+        return h + product(layer.down_proj, layer.act_fn(gate) * up)
+    mlp, x = layer.mlp, layer.post_attention_layernorm(h)
+    return h + product(mlp.down_proj, mlp.act_fn(product(mlp.gate_proj, x)) * product(mlp.up_proj, x))
 
 
 class _Graph:
     """One captured stack: static inputs, the graph, its output."""
 
-    def __init__(self, layers, buffers, hidden, cos, sin, slots, pool):
+    def __init__(self, layers, buffers, hidden, cos, sin, slots, mask, pool):
         self.hidden, self.cos, self.sin, self.slots = (x.clone() for x in (hidden, cos, sin, slots))
+        self.mask = None if mask is None else mask.clone()  # a tree's (T, C); a chain's is made inside
         # one eager run on a side stream first (what capture needs: cuBLAS's workspaces, lazy state); it
         # computes this very step, so the keys it writes are the ones the replay writes again
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
-            _stack(layers, buffers, self.hidden, self.cos, self.sin, self.slots)
+            _stack(layers, buffers, self.hidden, self.cos, self.sin, self.slots, self.mask)
         torch.cuda.current_stream().wait_stream(side)
         self.graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(self.graph, pool=pool, capture_error_mode="thread_local"):
-            self.out = _stack(layers, buffers, self.hidden, self.cos, self.sin, self.slots)
+            self.out = _stack(layers, buffers, self.hidden, self.cos, self.sin, self.slots, self.mask)
 
-    def replay(self, hidden, cos, sin, slots) -> torch.Tensor:
+    def replay(self, hidden, cos, sin, slots, mask) -> torch.Tensor:
         self.hidden.copy_(hidden)
         self.cos.copy_(cos)
         self.sin.copy_(sin)
         self.slots.copy_(slots)
+        if mask is not None:
+            self.mask.copy_(mask)
         self.graph.replay()
         return self.out.clone()
 
 
-def _replay(first, layers, buffers, hidden, cos, sin, slots) -> torch.Tensor | None:
-    """The graph for this (layers, T, buffers), captured on first use; None after a failed capture."""
+def _replay(first, layers, buffers, hidden, cos, sin, slots, mask) -> torch.Tensor | None:
+    """The graph for this (layers, T, buffers, chain or tree), captured on first use; None after a failed capture."""
     key = (tuple(id(layer) for layer in layers), hidden.shape[1], hidden.dtype,
-           tuple(b.data_ptr() for pair in buffers for b in pair), buffers[0][0].shape[2])
+           tuple(b.data_ptr() for pair in buffers for b in pair), buffers[0][0].shape[2], mask is None,
+           split_products.FORCED)
     graphs = _GRAPHS.setdefault(first, OrderedDict())
     graph = graphs.get(key)
     if graph is None:
@@ -283,7 +315,8 @@ def _replay(first, layers, buffers, hidden, cos, sin, slots) -> torch.Tensor | N
             pool = _POOLS.get(first)
             if pool is None:
                 pool = _POOLS[first] = torch.cuda.graph_pool_handle()
-            graph = _Graph(layers, buffers, hidden, cos, sin, slots, pool)
+            choose([p for layer in layers for p in _products(layer)], hidden.shape[1])
+            graph = _Graph(layers, buffers, hidden, cos, sin, slots, mask, pool)
             COUNTS["captured"] += 1
             COUNTS["capture_s"] += time.perf_counter() - started
         except Exception as err:  # noqa: BLE001 — any failure leaves this stack eager, said once
@@ -296,4 +329,4 @@ def _replay(first, layers, buffers, hidden, cos, sin, slots) -> torch.Tensor | N
     else:
         graphs.move_to_end(key)
     COUNTS["replayed"] += 1
-    return graph.replay(hidden, cos, sin, slots)
+    return graph.replay(hidden, cos, sin, slots, mask)

@@ -63,8 +63,8 @@ def run_layers(base, layers, hidden: torch.Tensor, past: int, cache: DynamicCach
         mask = causal_mask(past, t, hidden.dtype, hidden.device)
     rotary = base.rotary_emb(hidden, position_ids=position_ids)
     out = run_compiled(layers, hidden, past, mask, rotary, cache)
-    if out is None and causal:
-        out = cuda_graphs.run(layers, hidden, past, rotary, cache)  # a GPU's replayed graph (CPU: None)
+    if out is None:  # a GPU's replayed graph (CPU: None); a chain's mask is made inside the graph
+        out = cuda_graphs.run(layers, hidden, past, rotary, cache, tree_mask=None if causal else mask)
     if out is not None:
         return out
     for layer in layers:

@@ -38,7 +38,7 @@ from typing import Iterator
 
 import torch
 
-from ...engine.forward import fast_decoder, lm_head
+from ...engine.forward import fast_decoder, lm_head, run_layers
 from ...engine.tree import TargetRows, TokenTree, compact_cache, walk  # the tree verification every tree draft shares
 from ...engine.rounds import TOP_ALTERNATIVES, Round, run_rounds, top_pairs
 from ...engine.sampling import Rng, SamplingConfig
@@ -195,8 +195,8 @@ def tree_forward(model: torch.nn.Module, masks: torch.Tensor, cache, tail: list[
     additive = torch.zeros(allowed.shape, dtype=embeds.dtype, device=device)
     additive = additive.masked_fill(~allowed, torch.finfo(embeds.dtype).min)[None, None]  # (1, 1, R, P + C + R)
     pos = torch.tensor([position_ids(layout, n_cached, len(tail))], dtype=torch.long, device=device)  # (1, R)
-    out = base(inputs_embeds=embeds, attention_mask=additive, position_ids=pos, past_key_values=cache, use_cache=True)
-    return out.last_hidden_state[0]
+    hidden = run_layers(base, base.layers, embeds, cache.get_seq_length(), cache, mask=additive, position_ids=pos)
+    return base.norm(hidden)[0]  # (R, H); run_layers: a GPU replays one graph per row count (engine.cuda_graphs)
 
 
 def bita_rounds(target, tokens, cfg: BitaConfig, sampling: SamplingConfig, prompt_ids: list[int],
