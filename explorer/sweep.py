@@ -1,19 +1,16 @@
-"""Sweeps over a method's dials, each point measured against plain decoding (``ar``) in the same process: BiLD's
-quality/cost trade-off over α_FB × α_RB (the BiLD paper's section 7.3.3, Figure 9), lenience (Leviathan et al. A.5,
-their Table 5) and the theory lab (a synthetic draft over α × γ × c against Theorem 3.8). The beam search sweep is
-``beam_sweep``.
+"""Sweeps: one runner for every method's sweep (``run``: the sweep a method's record declares, ``Method.sweeps``:
+BiLD's α_FB × α_RB, lenience, beam search against Hugging Face's), and the theory lab (``theory_sweep``: a synthetic
+draft over α × γ × c against Theorem 3.8; the closed forms' lab, no method's sweep).
 
-For BiLD, each prompt's large-model greedy output (``ar``) is the reference; each grid point decodes every prompt
-with ``bild`` and reports agreement and ROUGE-L against it, large-model forwards per token and tokens/s against
-``ar``. ``pareto`` marks the points no other point beats on both quality (agreement) and cost (large forwards per
-token). In every sweep each decode records the machine's pace, and a point's speed-up over ``ar`` that is not a
-fact (timed at another pace; a lossless one above its tokens per target forward) is withheld with its reason
-(``doubt``; ``explorer.ratios``).
+The runner decodes each grid point on every prompt through the API, times it against its reference in the same
+process (plain decoding, ``ar``, unless the method declares another baseline), and hands the method's functions the
+decodes to word and mark (``methods.sweep_record``). In every sweep each decode records the machine's pace, and a
+point's speed-up that is not a fact (timed at another pace; a lossless one above its tokens per target forward) is
+withheld with its reason (``doubt``; ``explorer.ratios``).
 """
 
 from __future__ import annotations
 
-import math
 import statistics
 import time
 from typing import Callable
@@ -23,67 +20,100 @@ from .errors import ExplorerError
 from .limits import clip
 from . import methods
 from .bench import load_prompts
+from .methods.sweep_record import Axis, Lab, Reference, Runs, ratio_cells, times_ar
 from .progress import left_after, print_progress
-from .quality import compare, first_divergence, token_agreement
 from .ratios import FLOOR_NOISE, curve_doubts, curve_words, impossible_speedup, pace_words
 
-DEFAULT_FALLBACKS = (0.2, 0.4, 0.6, 0.8)
-DEFAULT_ROLLBACKS = (1.0, 2.0, 3.0, 5.0, math.inf)
 
+def run(name: str, model: str = "default", draft: str = "early-exit:4", values: dict | None = None,
+        settings: dict | None = None, max_new_tokens: int = 48, prompts: list[str] | None = None,
+        progress: Callable[[int, int, str], None] | None = None,
+        should_stop: Callable[[], bool] | None = None) -> dict:
+    """Run the method's sweep called ``name`` (``methods.sweeps()``); returns ``{"points": [...], "meta": {...}}``.
 
-def bild_sweep(model: str = "default", draft: str = "early-exit:4", fallbacks=DEFAULT_FALLBACKS,
-               rollbacks=DEFAULT_ROLLBACKS, max_new_tokens: int = 48, max_small_steps: int | None = None,
-               prompts: list[str] | None = None,
-               progress: Callable[[int, int, str], None] | None = None,
-               should_stop: Callable[[], bool] | None = None) -> dict:
-    """Run the grid; returns ``{"points": [...], "meta": {...}}`` with the Pareto front marked.
-    ``max_small_steps`` None: BiLD's own default (its record's options).
-
-    ``progress(done, total, line)`` is called after each grid point (default: the line on stderr);
-    ``should_stop()`` before each decode (true: ``Stopped``)."""
-    if max_small_steps is None:
-        max_small_steps = methods.get("bild").make_options({}).max_small_steps
+    ``values``: each axis's values by name (its defaults where not given), ``settings`` the values it holds fixed
+    (a ``None`` one: the method's own option). Every system is warmed up once, then each group of points is timed
+    against its reference (plain decoding, or the method's baseline) on every prompt, each decode recording the
+    machine's pace for the honesty rule. ``progress(done, total, line)`` is called after each row (default: the
+    line on stderr); ``should_stop()`` before each decode (true: ``Stopped``)."""
+    found = methods.sweeps()
+    if name not in found:
+        raise ExplorerError(f"unknown sweep {clip(name, 40)}: use one of {', '.join(found)} or theory")
+    method, plan = found[name]
+    values = {axis.name: axis.check((values or {}).get(axis.name, axis.default), axis.name) for axis in plan.axes}
+    fixed = {s.name: (settings or {}).get(s.name, s.default) for s in plan.settings}
+    fixed = {k: getattr(method.make_options({}), k) if v is None else v for k, v in fixed.items()}
+    everywhere = {s.name: fixed[s.name] for s in plan.settings if s.everywhere}
     progress = progress or print_progress
     target = load_cached(model, None, None)
     texts = prompts if prompts is not None else [p["text"] for p in load_prompts()]
-    references, ar_seconds = [], 0.0
+
+    def decoded(text, **options):
+        return decode(target, text, **{"method": method.name, "draft": draft, "max_new_tokens": max_new_tokens,
+                                       **everywhere, **options})
+
+    lab = Lab(target, texts, [list(target.encode(t)) for t in texts], draft, max_new_tokens, decoded)
+    grid = plan.grid(values)
+    if plan.baseline is None:  # warm-up: first calls pay for allocations and lazy initialisation
+        decode(target, texts[0], method="ar", max_new_tokens=8, **everywhere)
+    else:
+        plan.baseline.warm(lab)
+    decoded(texts[0], **{**plan.options(grid[0], fixed), "max_new_tokens": 8})
+    groups: dict = {}
+    for point in grid:
+        groups.setdefault(plan.group(point), []).append(point)
+    total = len(grid) + (len(groups) if plan.baseline is not None else 0)
+    points, reference, started = [], None, time.perf_counter()
+
+    def told(row):
+        points.append(row)
+        progress(len(points), total, f"[{len(points)}/{total}] {plan.words(row, lab)}"
+                 f"{left_after(started, len(points), total)}")
+
+    for group, members in groups.items():
+        check_stop(should_stop, len(points), total)
+        reference = plain_reference(target, texts, max_new_tokens, everywhere) if plan.baseline is None \
+            else plan.baseline.run(lab, group)
+        if reference.row is not None:
+            told(reference.row)
+        against = (plan.exact(lab, fixed, reference) if plan.exact else None) or reference.outputs
+        for point in members:
+            traces, seconds, pace = [], 0.0, []
+            for text in texts:
+                check_stop(should_stop, len(points), total)
+                start = time.perf_counter()
+                traces.append(paced(target, text, **{"method": method.name, "draft": draft,
+                                                     "max_new_tokens": max_new_tokens, **everywhere,
+                                                     **plan.options(point, fixed)}))
+                seconds += time.perf_counter() - start
+                pace += traces[-1].pace_ms
+            told(plan.row(point, Runs(traces, seconds, pace, reference, against, lab)))
+    if plan.finish is not None:
+        plan.finish(points)
+    return {"points": points, "meta": {"model": model, "draft": draft, "prompts": len(texts),
+                                       "max_new_tokens": max_new_tokens, **fixed, **reference.meta}}
+
+
+def plain_reference(target, texts: list[str], max_new_tokens: int, keywords: dict) -> Reference:
+    """Plain decoding (``ar``) of every prompt, each timed around the whole decode and paced: what a sweep's
+    points are timed against unless their method declares another baseline."""
+    outputs, seconds, pace = [], 0.0, []
     for text in texts:
         start = time.perf_counter()
-        references.append(paced(target, text, method="ar", max_new_tokens=max_new_tokens))
-        ar_seconds += time.perf_counter() - start
-    ar_rate = sum(len(r.output_ids) for r in references) / ar_seconds
-    ar_pace = [x for r in references for x in r.pace_ms]
-    grid = [(fb, rb) for rb in rollbacks for fb in fallbacks]
-    points, started = [], time.perf_counter()
-    for n, (fb, rb) in enumerate(grid, 1):
-        scores, forwards, tokens, seconds, pace = [], 0, 0, 0.0, []
-        for text, ref in zip(texts, references):
-            check_stop(should_stop, n - 1, len(grid))
-            start = time.perf_counter()
-            trace = paced(target, text, method="bild", draft=draft, fallback_threshold=fb, rollback_threshold=rb,
-                          max_small_steps=max_small_steps, max_new_tokens=max_new_tokens)
-            seconds += time.perf_counter() - start
-            pace += trace.pace_ms
-            scores.append(compare(list(trace.output_ids), list(ref.output_ids)))
-            forwards += trace.summary.target_forwards
-            tokens += trace.summary.new_tokens
-        point = {
-            "fallback_threshold": fb, "rollback_threshold": None if math.isinf(rb) else rb,
-            "agreement": statistics.mean(s["agreement"] for s in scores),
-            "rouge_l": statistics.mean(s["rouge_l"] for s in scores),
-            "large_forwards_per_token": forwards / tokens, "tokens_per_s": tokens / seconds,
-            "speedup_vs_ar": tokens / seconds / ar_rate, "wall_s": seconds,
-            "doubt": pace_words(pace, ar_pace, "this point's runs", "plain decoding"),  # lossy: no bound but the pace
-        }
-        points.append(point)
-        progress(n, len(grid), f"[{n}/{len(grid)}] α_FB={fb} α_RB={rb}: agreement {point['agreement']:.2f}, "
-                 f"{point['large_forwards_per_token']:.2f} large forwards/token, {times_ar(point)}"
-                 f"{left_after(started, n, len(grid))}")
-    for p in points:
-        p["pareto"] = not any(_dominates(o, p) for o in points)
-    return {"points": points, "meta": {"model": model, "draft": draft, "prompts": len(texts),
-                                       "max_new_tokens": max_new_tokens, "max_small_steps": max_small_steps,
-                                       "ar_tokens_per_s": ar_rate}}
+        trace = paced(target, text, method="ar", max_new_tokens=max_new_tokens, **keywords)
+        seconds += time.perf_counter() - start
+        outputs.append(list(trace.output_ids))
+        pace += trace.pace_ms
+    rate = sum(map(len, outputs)) / seconds
+    return Reference("plain decoding", outputs, rate, pace, meta={"ar_tokens_per_s": rate})
+
+
+def table(name: str, report: dict) -> str:
+    """A report of the method's sweep called ``name`` as markdown (its method's ``Sweep.table``)."""
+    found = methods.sweeps()
+    if name not in found:
+        raise ExplorerError(f"unknown sweep {clip(name, 40)}: use one of {', '.join(found)}")
+    return found[name][1].table(report)
 
 
 def paced(target, text, **keywords):
@@ -91,127 +121,12 @@ def paced(target, text, **keywords):
     return stream(target, text, **keywords).watch_pace().run()
 
 
-def times_ar(point: dict) -> str:
-    """A point's speed-up over ``ar`` for a progress line: the figure, or that it is withheld (``doubt``)."""
-    return "× ar withheld (see the table)" if point.get("doubt") else f"{point['speedup_vs_ar']:.2f}× ar"
-
-
-def ratio_cells(points, label: Callable[[dict], str]) -> tuple[list[str], list[str]]:
-    """Each point's "× ar" cell (the figure, or "withheld (k)") and the numbered notes saying why (``doubt``), each
-    note naming its point (``label``)."""
-    cells, notes = [], []
-    for p in points:
-        if p.get("doubt"):
-            notes.append(f"{len(notes) + 1}. {label(p)}: {p['doubt']}.")
-            cells.append(f"withheld ({len(notes)})")
-        else:
-            cells.append(f"{p['speedup_vs_ar']:.2f}")
-    return cells, (["", "Withheld, not printed as facts (a fair figure needs a quiet machine):", "", *notes] if notes else [])
-
-
-def _dominates(a: dict, b: dict) -> bool:
-    better_or_equal = a["agreement"] >= b["agreement"] and a["large_forwards_per_token"] <= b["large_forwards_per_token"]
-    strictly = a["agreement"] > b["agreement"] or a["large_forwards_per_token"] < b["large_forwards_per_token"]
-    return better_or_equal and strictly
-
-
-def markdown(report: dict) -> str:
-    lines = ["| α_FB | α_RB | agreement with large | ROUGE-L | large forwards / token | tok/s | × ar | Pareto |",
-             "|" + "---|" * 8]
-    cells, notes = ratio_cells(report["points"], lambda p: f"α_FB = {p['fallback_threshold']:g}, α_RB = "
-                               + ("∞" if p["rollback_threshold"] is None else f"{p['rollback_threshold']:g}"))
-    for p, cell in zip(report["points"], cells):
-        rb = "∞" if p["rollback_threshold"] is None else f"{p['rollback_threshold']:g}"
-        lines.append(f"| {p['fallback_threshold']:g} | {rb} | {p['agreement']:.2f} | {p['rouge_l']:.2f} "
-                     f"| {p['large_forwards_per_token']:.2f} | {p['tokens_per_s']:.1f} | {cell} "
-                     f"| {'★' if p['pareto'] else ''} |")
-    lines += notes
-    m = report["meta"]
-    lines.append(f"\n{m['model']} with the small model {m['draft']}, {m['prompts']} prompts, {m['max_new_tokens']} "
-                 f"new tokens, small turns capped at {m['max_small_steps']}; ar: {m['ar_tokens_per_s']:.1f} tok/s.")
-    return "\n".join(lines)
-
-
-DEFAULT_LENIENCES = (1.0, 0.5, 0.3, 0.1)  # Leviathan et al.'s Table 5
-
-
-def lenience_sweep(model: str = "default", draft: str = "early-exit:4", leniences=DEFAULT_LENIENCES,
-                   max_new_tokens: int = 48, temperature: float = 0.0, prompts: list[str] | None = None,
-                   progress: Callable[[int, int, str], None] | None = None) -> dict:
-    """Decode every prompt with ``lenient`` at each l (Leviathan et al. A.5, their Table 5): α̂, tokens per
-    target forward, speed-up over ``ar`` measured in the same process, the share of accepts due to lenience,
-    and what it changed — token agreement with the exact output and where it first differs (greedy: the
-    target's own output; sampled: the l = 1 run with the same seed, identical until a lenient accept)."""
-    progress = progress or print_progress
-    target = load_cached(model, None, None)
-    texts = prompts if prompts is not None else [p["text"] for p in load_prompts()]
-    for method in ("ar", "lenient"):  # warm-up: first calls pay for allocations and lazy initialisation
-        decode(target, texts[0], method=method, draft=None if method == "ar" else draft, max_new_tokens=8)
-    references, ar_seconds = [], 0.0
-    for text in texts:
-        start = time.perf_counter()
-        references.append(paced(target, text, method="ar", max_new_tokens=max_new_tokens, temperature=temperature))
-        ar_seconds += time.perf_counter() - start
-    ar_rate = sum(len(r.output_ids) for r in references) / ar_seconds
-    ar_pace = [x for r in references for x in r.pace_ms]
-    exact = references if temperature == 0 else [
-        decode(target, text, method="lenient", draft=draft, lenience=1.0, max_new_tokens=max_new_tokens,
-               temperature=temperature) for text in texts]
-    points, started = [], time.perf_counter()
-    for n, lenience in enumerate(leniences, 1):
-        traces, seconds = [], 0.0
-        for text in texts:
-            start = time.perf_counter()
-            traces.append(paced(target, text, method="lenient", draft=draft, lenience=lenience,
-                                max_new_tokens=max_new_tokens, temperature=temperature))
-            seconds += time.perf_counter() - start
-        tokens = sum(t.summary.new_tokens for t in traces)
-        accepted = sum(t.summary.accepted for t in traces)
-        tested = sum(r.tested for t in traces for r in t.rounds)
-        lenient = sum(len(r.detail.get("lenient_accepts", ())) for t in traces for r in t.rounds)
-        pairs = [(list(t.output_ids), list(e.output_ids)) for t, e in zip(traces, exact)]
-        diverged = [first_divergence(o, e) for o, e in pairs]
-        point = {
-            "lenience": lenience, "alpha_hat": accepted / tested if tested else None,
-            "tokens_per_target_forward": tokens / sum(t.summary.target_forwards for t in traces),
-            "lenient_share": lenient / accepted if accepted else 0.0,
-            "agreement": statistics.mean(token_agreement(o, e) for o, e in pairs),
-            "identical": sum(d is None for d in diverged),
-            "first_divergence_median": statistics.median([d + 1 if d is not None else len(e) + 1
-                                                          for d, (_, e) in zip(diverged, pairs)]),
-            "tokens_per_s": tokens / seconds, "speedup_vs_ar": tokens / seconds / ar_rate, "wall_s": seconds,
-        }
-        point["doubt"] = (pace_words([x for t in traces for x in t.pace_ms], ar_pace, "this point's runs",
-                                     "plain decoding")
-                          or impossible_speedup(point["speedup_vs_ar"], point["tokens_per_target_forward"],
-                                                lossy=lenience < 1))
-        points.append(point)
-        progress(n, len(leniences), f"[{n}/{len(leniences)}] l={lenience:g}: α̂ {point['alpha_hat'] or 0:.2f}, "
-                 f"agreement {point['agreement']:.2f}, {times_ar(point)}{left_after(started, n, len(leniences))}")
-    return {"points": points, "meta": {"model": model, "draft": draft, "prompts": len(texts),
-                                       "max_new_tokens": max_new_tokens, "temperature": temperature,
-                                       "ar_tokens_per_s": ar_rate}}
-
-
-def lenience_markdown(report: dict) -> str:
-    lines = ["| l | α̂ | tokens / target forward | accepts due to lenience | agreement with exact | identical runs "
-             "| first difference (median token) | tok/s | × ar |", "|" + "---|" * 9]
-    cells, notes = ratio_cells(report["points"], lambda p: f"l = {p['lenience']:g}")
-    for p, cell in zip(report["points"], cells):
-        lines.append(f"| {p['lenience']:g} | {p['alpha_hat'] or 0:.2f} | {p['tokens_per_target_forward']:.2f} "
-                     f"| {p['lenient_share']:.0%} | {p['agreement']:.2f} | {p['identical']} "
-                     f"| {p['first_divergence_median']:g} | {p['tokens_per_s']:.1f} | {cell} |")
-    lines += notes
-    m = report["meta"]
-    lines.append(f"\n{m['model']} with {m['draft']}, {m['prompts']} prompts, {m['max_new_tokens']} new tokens, "
-                 f"temperature {m['temperature']:g}; ar: {m['ar_tokens_per_s']:.1f} tok/s. A run that never differs "
-                 "counts its length + 1 as its first difference.")
-    return "\n".join(lines)
-
-
 DEFAULT_LAB_ALPHAS = (0.6, 0.8, 0.9)
 DEFAULT_LAB_GAMMAS = (1, 2, 4, 8)
 DEFAULT_LAB_COSTS = (0.0, 0.2)
+THEORY_AXES = (Axis("alphas", "alpha", DEFAULT_LAB_ALPHAS, "theory: the synthetic draft's α values"),
+               Axis("gammas", "gamma", DEFAULT_LAB_GAMMAS, "theory: γ values (whole numbers)"),
+               Axis("costs", "cost", DEFAULT_LAB_COSTS, "theory: the synthetic draft's c values (× T(1))"))
 MAX_LAB_VALUES = 8  # per axis: 8 × 8 × 8 runs per prompt is already a long wait
 MAX_LAB_TOKENS = 16_384  # tokens one lab may decode (grid × prompts × tokens): ≈ 5–10 minutes on a 2-core CPU
 

@@ -10,7 +10,7 @@ import json
 import pytest
 
 import explorer
-from explorer import bench, beam_sweep, cli
+from explorer import bench, cli, sweep
 from explorer.hf_systems import hf_beam_search
 from explorer.methods.beam import TargetBeams
 from explorer.viz.views.beam import beam_nodes, beam_tree_figure
@@ -154,12 +154,12 @@ def test_hugging_face_rules_finish_a_beam_on_its_end_token():
 
 
 def test_the_beam_sweep_and_its_cli(default_model, capsys, tmp_path):
-    report = beam_sweep.beam_sweep("default", "early-exit:4", (2,), max_new_tokens=8, prompts=[PROMPTS[1]],
-                              progress=lambda *a: None)
+    report = sweep.run("beam", "default", "early-exit:4", {"widths": (2,)}, max_new_tokens=8, prompts=[PROMPTS[1]],
+                       progress=lambda *a: None)
     rows = {p["system"]: p for p in report["points"]}
     assert set(rows) == {"hf-beam", "beam:exact", "beam:004"}
     assert rows["beam:exact"]["identical"] == 1 and rows["beam:exact"]["logprob"] == pytest.approx(rows["hf-beam"]["logprob"])
-    assert "| 2 | beam:exact |" in beam_sweep.beam_markdown(report)
+    assert "| 2 | beam:exact |" in sweep.table("beam", report)
     assert cli.main(["run", "--prompt", PROMPTS[1], "--method", "beam", "--draft", "early-exit:4", "--beam-width", "2",
                      "--max-new-tokens", "6", "--raw"]) == 0
     assert cli.main(["sweep", "beam", "--width", "0", "--out", str(tmp_path / "s.json")]) == 2

@@ -63,9 +63,8 @@ def test_events_are_consistent_with_the_text(default_model):
 
 
 def test_sweep_trades_quality_for_cost_in_the_papers_direction(default_model):
-    report = sweep.bild_sweep("default", "early-exit:8", fallbacks=(0.1, 0.9), rollbacks=(0.5, 20.0),
-                              max_new_tokens=24, prompts=[PROMPT, "Name three primary colours."],
-                              progress=lambda *_: None)
+    report = sweep.run("bild", "default", "early-exit:8", {"fallbacks": (0.1, 0.9), "rollbacks": (0.5, 20.0)},
+                       max_new_tokens=24, prompts=[PROMPT, "Name three primary colours."], progress=lambda *_: None)
     point = {(p["fallback_threshold"], p["rollback_threshold"]): p for p in report["points"]}
     # fewer large-model forwards as α_FB falls
     for rb in (0.5, 20.0):

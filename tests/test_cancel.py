@@ -74,8 +74,8 @@ def test_sweeps_and_the_audit_stop_when_asked():
                            progress=lambda *a: None)
     calls.clear()
     with pytest.raises(sweep.Stopped):
-        sweep.bild_sweep("tiny-random:1", "model:tiny-random:2:1", (0.5, 0.8), (float("inf"),), 16, prompts=["abc"],
-                         should_stop=stop_after(1), progress=lambda *a: None)
+        sweep.run("bild", "tiny-random:1", "model:tiny-random:2:1",
+                  {"fallbacks": (0.5, 0.8), "rollbacks": (float("inf"),)}, max_new_tokens=16, prompts=["abc"], should_stop=stop_after(1), progress=lambda *a: None)
     calls.clear()
     with pytest.raises(ExplorerError, match="stopped after 3"):
         sampling_audit("tiny-random:1", prompt_ids=[3, 4], runs=100, draft="model:tiny-random:2:1",

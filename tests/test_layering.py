@@ -437,3 +437,66 @@ def test_the_method_import_rule_sees_one(tmp_path, monkeypatch):
                                                  "explorer.methods.eesd", "explorer.methods.beam"}), source
     module.write_text("from explorer import methods\nfrom ..methods import discover, Request\n")
     assert not method_imports(module, {"explorer.methods.suffix"})
+
+
+# -- a method's sweep is its own: declared by its record, run by the one runner, named by no shared module ----------
+
+
+def method_sweep_names() -> set[str]:
+    """The names a method's sweep function takes when it is written for one method (``bild_sweep``,
+    ``lenience_markdown``): ``<method or sweep>_sweep`` and ``<method or sweep>_markdown``, for every method and
+    every sweep the records declare."""
+    from explorer import methods
+
+    stems = {m.name.replace("-", "_") for m in methods.discover().values()} | {
+        sweep.name for m in methods.discover().values() for sweep in getattr(m, "sweeps", ())}
+    return {f"{stem}_{job}" for stem in stems for job in ("sweep", "markdown")}
+
+
+def named_identifiers(path: Path) -> set[str]:
+    """Every identifier a module defines, reads, imports or reads as an attribute (``sweep.bild_sweep``)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            found.add(node.name)
+        elif isinstance(node, ast.Name):
+            found.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            found.add(node.attr)
+        elif isinstance(node, ast.alias):
+            found |= {node.name.rsplit(".", 1)[-1], node.asname or ""}
+    return found - {""}
+
+
+def test_every_method_sweep_is_declared_by_its_method():
+    """BiLD's, lenience's and beam search's sweeps are records of their methods (``Method.sweeps``), each function
+    written in the method's own package (the runner, ``explorer.sweep.run``, is shared and names none)."""
+    from explorer import methods
+
+    sweeps = methods.sweeps()
+    assert {"bild", "lenience", "beam"} <= set(sweeps), sorted(sweeps)
+    for name, (method, sweep) in sweeps.items():
+        home = ".".join(method.start.__module__.split(".")[:3])
+        for job in ("grid", "options", "row", "words", "table"):
+            assert within(getattr(sweep, job).__module__, {home}), (name, job, getattr(sweep, job).__module__)
+
+
+def test_no_shared_module_names_a_method_sweep_function():
+    """The CLI, the page and the study tools reach a method's sweep through the registry (``methods.sweeps()``,
+    ``sweep.run(name, ...)``), never by a function written for one method."""
+    names = method_sweep_names()
+    bad = {str(p.relative_to(PACKAGE.parent)): sorted(found) for p in OUTSIDE_THE_METHODS
+           if (found := named_identifiers(p) & names)}
+    assert not bad, f"shared modules name a method's sweep function: {bad}"
+
+
+def test_the_sweep_name_rule_sees_one(tmp_path):
+    module = tmp_path / "m.py"
+    names = method_sweep_names()
+    for source in ("from explorer.sweep import bild_sweep", "report = sweep.lenience_sweep('default')",
+                   "def beam_markdown(report):\n    pass", "from explorer import beam_sweep"):
+        module.write_text(source + "\n")
+        assert named_identifiers(module) & names, source
+    module.write_text("report = sweep.run('bild', 'default')\ntable = sweep.table('bild', report)\n"
+                      "def bild_sweep_section():\n    pass\n")
+    assert not named_identifiers(module) & names

@@ -100,13 +100,13 @@ def test_the_page_says_lenience_is_lossy_and_draws_its_view(default_model):
 def test_the_sweep_reports_what_lenience_changes(default_model):
     from explorer import sweep
 
-    report = sweep.lenience_sweep("default", leniences=(1.0, 0.1), max_new_tokens=12, prompts=[PROMPT],
-                                  progress=lambda *a: None)
+    report = sweep.run("lenience", "default", values={"leniences": (1.0, 0.1)}, max_new_tokens=12, prompts=[PROMPT],
+                       progress=lambda *a: None)
     exact, loose = report["points"]
     assert exact["identical"] == 1 and exact["agreement"] == 1.0 and exact["lenient_share"] == 0
     assert loose["lenient_share"] > 0 and loose["agreement"] < 1 and loose["first_divergence_median"] <= 12
     assert loose["alpha_hat"] >= exact["alpha_hat"]
-    assert "| 0.1 |" in sweep.lenience_markdown(report)
+    assert "| 0.1 |" in sweep.table("lenience", report)
     # every speed-up is a fact or says why not (#48): the pace recorded, exact lenience bound as lossless
     for point in report["points"]:
         assert point["doubt"] is None or "busy" in point["doubt"] or "more than a lossless run" in point["doubt"]

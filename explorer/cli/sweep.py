@@ -1,5 +1,6 @@
-"""``python -m explorer sweep``: BiLD's and lenience's thresholds, the theory lab, beam search against Hugging
-Face's."""
+"""``python -m explorer sweep``: a method's sweep (each method's record declares its own, ``Method.sweeps``: BiLD's
+and lenience's thresholds, beam search against Hugging Face's), or the theory lab. The flags come from the records'
+axes and settings."""
 
 from __future__ import annotations
 
@@ -14,20 +15,22 @@ HELP = ("sweep a lossy method's thresholds (quality against cost), the theory la
 
 
 def add_parser(sub) -> None:
+    from .. import methods
+    from ..sweep import THEORY_AXES
+
+    sweeps = methods.sweeps()  # every method's sweep (Method.sweeps), and the theory lab
     sweep = sub.add_parser("sweep", help=HELP)
-    sweep.add_argument("what", choices=["bild", "lenience", "theory", "beam"])
+    sweep.add_argument("what", choices=[*sweeps, "theory"],
+                       help="; ".join(f"{name}: {plan.help}" for name, (_, plan) in sweeps.items())
+                       + "; theory: the theory lab")
     sweep.add_argument("--model", default="default")
-    sweep.add_argument("--draft", default="early-exit:4", help="the small model (bild) or the draft (lenience, beam)")
-    sweep.add_argument("--width", default="1,3,5", help="beam: beam widths k, comma-separated")
-    sweep.add_argument("--lenience", default="1,0.5,0.3,0.1", help="lenience: l values, comma-separated")
-    sweep.add_argument("--alpha", default="0.6,0.8,0.9", help="theory: the synthetic draft's α values")
-    sweep.add_argument("--gamma", default="1,2,4,8", help="theory: γ values (whole numbers)")
-    sweep.add_argument("--cost", default="0,0.2", help="theory: the synthetic draft's c values (× T(1))")
-    sweep.add_argument("--temperature", type=float, default=0.0, help="lenience: 0 = greedy")
-    sweep.add_argument("--fallback", default="0.2,0.4,0.6,0.8", help="α_FB values, comma-separated")
-    sweep.add_argument("--rollback", default="1,2,3,5,inf", help="α_RB values, comma-separated (inf: none)")
+    sweep.add_argument("--draft", default="early-exit:4", help="the draft (bild: its small model)")
+    for axis in [axis for _, plan in sweeps.values() for axis in plan.axes] + list(THEORY_AXES):
+        sweep.add_argument(f"--{axis.flag}", default=",".join(f"{v:g}" for v in axis.default), help=axis.help)
+    for setting in [setting for _, plan in sweeps.values() for setting in plan.settings]:
+        sweep.add_argument(f"--{setting.name.replace('_', '-')}", type=setting.kind, default=setting.default,
+                           help=setting.help)
     sweep.add_argument("--max-new-tokens", type=int, default=48)
-    sweep.add_argument("--max-small-steps", type=int, help="the cap on one small-model turn (default: bild's)")
     sweep.add_argument("--prompts", type=int,
                        help="use only the first N prompts of the shipped set (theory: 6 unless given)")
     sweep.add_argument("--out", default="sweep.json", help="JSON report (default sweep.json)")
@@ -35,7 +38,7 @@ def add_parser(sub) -> None:
 
 
 def handle(args) -> int:
-    from .. import sweep
+    from .. import methods, sweep
     from ..bench import load_prompts
 
     def floats(text, flag):
@@ -47,33 +50,24 @@ def handle(args) -> int:
             raise ExplorerError(f"{flag} needs at least one value")
         return values
 
+    def axis_values(axes):
+        return {a.name: a.check(floats(getattr(args, a.flag), f"--{a.flag}"), f"--{a.flag}") for a in axes}
+
     prompts = None
     if args.prompts is not None:
         if args.prompts < 1:
             raise ExplorerError("--prompts must be at least 1")
         prompts = [p["text"] for p in load_prompts()[: args.prompts]]
     if args.what == "theory":
-        report = sweep.theory_sweep(args.model, *sweep.lab_grid(floats(args.alpha, "--alpha"), floats(args.gamma, "--gamma"),
-                                                          floats(args.cost, "--cost")), args.max_new_tokens,
-                                    prompts)
+        axes = axis_values(sweep.THEORY_AXES)
+        report = sweep.theory_sweep(args.model, *sweep.lab_grid(axes["alphas"], axes["gammas"], axes["costs"]),
+                                    args.max_new_tokens, prompts)
         table = sweep.theory_markdown(report)
-    elif args.what == "beam":
-        widths = floats(args.width, "--width")
-        if any(w != int(w) or not 1 <= w <= 8 for w in widths):
-            raise ExplorerError("--width must be whole numbers from 1 to 8")
-        from ..beam_sweep import beam_markdown, beam_sweep
-
-        report = beam_sweep(args.model, args.draft, tuple(int(w) for w in widths), max_new_tokens=args.max_new_tokens,
-                            prompts=prompts)
-        table = beam_markdown(report)
-    elif args.what == "lenience":
-        report = sweep.lenience_sweep(args.model, args.draft, floats(args.lenience, "--lenience"), args.max_new_tokens,
-                                      args.temperature, prompts)
-        table = sweep.lenience_markdown(report)
     else:
-        report = sweep.bild_sweep(args.model, args.draft, floats(args.fallback, "--fallback"),
-                                  floats(args.rollback, "--rollback"), args.max_new_tokens, args.max_small_steps, prompts)
-        table = sweep.markdown(report)
+        _, plan = methods.sweeps()[args.what]
+        report = sweep.run(args.what, args.model, args.draft, axis_values(plan.axes),
+                           {s.name: getattr(args, s.name) for s in plan.settings}, args.max_new_tokens, prompts)
+        table = plan.table(report)
     try:
         with open(args.out, "w", encoding="utf-8") as fh:
             json.dump(report, fh, indent=2)

@@ -16,6 +16,7 @@ from ..untrusted import Record
 from .options import Options
 from .registry import discover
 from .request import Request, SessionState
+from .sweep_record import Sweep
 from .systems import parse_system
 from .trainer import Trainer
 
@@ -44,7 +45,8 @@ class Method:
     ``trainers``: the offline trainers of its draft (``python -m explorer train``); ``paper``: the paper it
     follows, cited short ("Leviathan et al. 2023"; the README's methods table, ``methods.table``);
     ``session_state``: what it keeps of a session's earlier runs, for the page to hand a GPU worker and take back
-    (``registry.export_sessions``), None where it keeps nothing."""
+    (``registry.export_sessions``), None where it keeps nothing; ``sweeps``: its sweeps over its own dials
+    (``python -m explorer sweep <name>``, the page's sweep sections; ``sweep_record.py``, run by ``explorer.sweep.run``)."""
 
     name: str
     summary: str
@@ -67,6 +69,7 @@ class Method:
     trainers: tuple[Trainer, ...] = ()
     paper: str = ""
     session_state: SessionState | None = None
+    sweeps: tuple[Sweep, ...] = ()
 
     def is_lossy(self, options: Options | None) -> bool:
         """Whether a run with these options may differ from the target's own output."""

@@ -1,6 +1,6 @@
 """The registry of methods: each method's module calls ``register`` with its record, ``discover`` imports them all
 (nothing outside this package names one), and the registry answers for all of them: by name, in the page's order,
-their trainers, their keywords, and what each keeps of a session's earlier runs.
+their trainers, their sweeps, their keywords, and what each keeps of a session's earlier runs.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from ..trace import MethodRules
 if TYPE_CHECKING:
     from .options import Options
     from .record import Method
+    from .sweep_record import Sweep
     from .trainer import Trainer
 
 _REGISTRY: dict[str, Method] = {}
@@ -94,6 +95,19 @@ def replace_sessions(session: str | None, states: dict[str, Any]) -> None:
         method = methods.get(name)
         if method is not None and method.session_state is not None:
             method.session_state.replace(session, data)
+
+
+def sweeps() -> dict[str, tuple[Method, Sweep]]:
+    """Every method's sweeps by name (``python -m explorer sweep <name>``), in the methods' order, each with the
+    method it decodes; ``ExplorerError`` where two methods declare one name."""
+    found: dict[str, tuple[Method, Sweep]] = {}
+    for method in discover().values():
+        for sweep in method.sweeps:
+            if sweep.name in found:
+                raise ExplorerError(f"two methods declare the sweep {sweep.name}: {found[sweep.name][0].name} and "
+                                    f"{method.name}")
+            found[sweep.name] = (method, sweep)
+    return found
 
 
 def trainers() -> list[Trainer]:

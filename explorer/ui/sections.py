@@ -3,7 +3,8 @@
 - ``compare_section`` — the benchmark's Compare view: a benchmark that ships (``assets/bench-*.json``, made by
   ``python -m explorer bench``; it opens on ``bench-latest.json``, today's methods), or a report the user uploads;
 - ``bild_sweep_section`` — BiLD's quality/cost trade-off over a grid of α_FB × α_RB, run on demand with a
-  progress bar (the BiLD paper's Figure 9 on this model);
+  progress bar (the BiLD paper's Figure 9 on this model): the sweep BiLD's record declares, run by
+  ``explorer.sweep.run``;
 - ``theory_lab_section`` — the theory lab: a synthetic draft with a dialled α and c over γ, measured against
   Theorem 3.8 as written and priced with this machine's T(γ+1)/T(1), run on demand with a progress bar.
 """
@@ -158,11 +159,12 @@ def bild_sweep_section(concurrency_limit: int) -> None:
                 with LongJob(request, "the sweep", key, len(fbs) * len(rbs), "point", hint="fewer values or tokens",
                              tell=lambda line: progress(0, desc=line)) as job:
                     progress(0, desc="large model's own outputs (the reference)")
-                    report = sweep.bild_sweep("default", str(draft_spec).strip(), fbs, rbs, int(n_tokens), prompts=texts,
-                                              progress=job.told(progress), should_stop=job.between)
+                    report = sweep.run("bild", "default", str(draft_spec).strip(), {"fallbacks": fbs, "rollbacks": rbs},
+                                       max_new_tokens=int(n_tokens), prompts=texts, progress=job.told(progress),
+                                       should_stop=job.between)
         except ExplorerError as err:
             raise gr.Error(html.escape(one_line(err))) from None  # toasts render HTML; the message may quote input
-        return sweep_figure(report), sweep.markdown(report)
+        return sweep_figure(report), sweep.table("bild", report)
 
     run.click(run_sweep, inputs=[draft, fallbacks, rollbacks, prompts, tokens], outputs=[plot, table],
               concurrency_limit=concurrency_limit, concurrency_id=LONG_GROUP, api_visibility="private")

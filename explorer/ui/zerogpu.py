@@ -232,10 +232,12 @@ def race_run(model: str, prompt: str, systems: list[str], keywords: dict, sessio
 @gpu_entry(lambda draft, fallbacks, rollbacks, tokens, prompts:
            (1 + len(fallbacks) * len(rollbacks)) * len(prompts) * tokens)
 def sweep_run(draft: str, fallbacks: list[float], rollbacks: list[float], tokens: int, prompts: list[str]) -> dict:
-    """BiLD's threshold sweep on the default model (``explorer.sweep.bild_sweep``): its report."""
+    """BiLD's threshold sweep on the default model (the sweep its record declares, run by ``explorer.sweep.run``): its
+    report."""
     from explorer import sweep
 
-    return sweep.bild_sweep("default", draft, fallbacks, rollbacks, tokens, prompts=prompts)
+    return sweep.run("bild", "default", draft, {"fallbacks": tuple(fallbacks), "rollbacks": tuple(rollbacks)},
+                     max_new_tokens=tokens, prompts=prompts)
 
 
 @gpu_entry(lambda alphas, gammas, costs, tokens, prompts: (2 + len(alphas) * len(gammas) * len(costs)) * tokens)

@@ -39,9 +39,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from .rules import MAX_BEAM_GAMMA, SpeculativeBeams
+from .rules import MAX_BEAM_GAMMA, MAX_WIDTH, RULES, SpeculativeBeams
 from .search import TargetBeams  # noqa: F401  (Hugging Face's rules, stepped by the tests on their own)
 from .step import BeamStep
+from .sweep import SWEEP
 from ...drafts import distribution_kinds, make_drafter
 from ...engine.rounds import clock_for, run_rounds
 from ...errors import ExplorerError
@@ -51,9 +52,7 @@ from ...trace.schema import COUNT
 from ...untrusted import BOOL, FINITE, LIST, Kind, ListOf, Maybe, Record, Refused, one_of, whole
 from .. import Method, Options, Request, option, register
 
-MAX_WIDTH = 8  # beams: each costs one target forward per round here
 MAX_BEAM_WORK = 2048  # width × max_new_tokens: one request's beam rows (width 8: 256 tokens, ≈ minutes on 2 cores)
-RULES = ("exact", "004")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -165,6 +164,7 @@ register(Method(
              "follows the reproduction report of speculative decoding (Tulsian, Goyal and Aggarwal), whose "
              "**Algorithm 2** branches after each verified draft: faster, approximate (lossy).",
     system_syntax=f"beam:<{'|'.join(RULES)}>:<k>:<draft>[@γ]",
+    sweeps=(SWEEP,),
     drafts=lambda options: distribution_kinds() if options is None or options.rule == "exact"
     else distribution_kinds() + ("prompt-lookup",),
     default_draft="early-exit:4",

@@ -21,6 +21,8 @@ from .search import Node, TargetBeams
 if TYPE_CHECKING:
     from . import BeamOptions
 
+RULES = ("exact", "004")  # the two rules, by the names a run and the bench grammar use
+MAX_WIDTH = 8  # beams: each costs one target forward per round here
 MAX_BEAM_GAMMA = 16  # draft steps per round: a round's record holds every beam of every step
 GREEDY = SamplingConfig(0.0)
 

@@ -8,6 +8,7 @@ import dataclasses
 import math
 
 from .rounds import BildConfig, bild_rounds
+from .sweep import SWEEP
 from ...drafts import distribution_kinds, make_drafter
 from ...errors import ExplorerError
 from ...limits import MAX_GAMMA
@@ -100,4 +101,5 @@ register(Method(
     default_draft="early-exit:8",
     draft_words="BiLD's small model writes by itself, so it must give distributions: a model draft (model:<name>, "
                 "early-exit:N, int4 or int8).",
+    sweeps=(SWEEP,),
 ))

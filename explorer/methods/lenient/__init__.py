@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..drafts import make_drafter
-from ..limits import MAX_GAMMA
-from ..untrusted import ListOf, Record, number, whole
-from . import Method, Options, Request, option, register
-from .speculative import run_speculative
+from ...drafts import make_drafter
+from ...limits import MAX_GAMMA
+from ...untrusted import ListOf, Record, number, whole
+from .. import Method, Options, Request, option, register
+from ..speculative import run_speculative
+from .sweep import SWEEP
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,6 +46,7 @@ register(Method(
     options=LenientOptions,
     start=start,
     detail=DETAIL,
+    sweeps=(SWEEP,),
     glossary="speculative sampling with **lenience l** (Leviathan et al., Appendix A.5): a draft is accepted with "
              "probability min(1, p/(l·q)) (greedy: when p is at least l × the target's top probability). l = 1 is "
              "the exact rule; below 1 more drafts pass and the output can change (lossy).",
