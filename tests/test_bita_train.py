@@ -135,3 +135,39 @@ def test_bad_training_settings_are_refused():
     for bad in (dict(mask_tokens=0), dict(prompt_tokens=-1), dict(steps=0), dict(lr=0)):
         with pytest.raises(ExplorerError):
             BitaTrainConfig(**bad)
+
+
+def test_a_step_whose_loss_comes_in_pieces_trains_as_one_loss(tmp_path):
+    """The trainers' shared loop (``train.loop.fit``, which BiTA runs) back-propagates a step's loss piece by piece
+    (BiTA: one sample at a time through the frozen target) to the same parameters and losses as the summed loss."""
+    from explorer.train.loop import fit
+
+    targets = torch.linspace(-1, 1, 6).view(3, 2)
+
+    def run(pieces: bool, name: str):
+        w = torch.nn.Parameter(torch.zeros(2))
+
+        def loss_at(step):
+            parts = (((w - t) ** 2).sum() * (step + 1) / 3 for t in targets)
+            return parts if pieces else sum(parts)
+
+        losses, _ = fit([w], loss_at, steps=5, lr=0.1, warmup=0.2, checkpoint_file=tmp_path / f"{name}.pt",
+                        tensors=lambda: {"w": w.detach()}, restore=lambda state: w.data.copy_(state["w"]),
+                        progress=lambda *a: None, label=name, lr_floor=0.05, report_every=5)
+        return losses, w.detach()
+
+    whole, pieces = run(False, "whole"), run(True, "pieces")
+    assert pieces[0] == pytest.approx(whole[0], rel=1e-6) and torch.allclose(pieces[1], whole[1], atol=1e-7)
+    assert whole[1].abs().sum() > 0  # it trained
+
+
+def test_bita_runs_the_trainers_shared_loop():
+    """One training loop (``train.loop``): BiTA's tuning builds no optimiser and steps none of its own."""
+    import ast
+    from pathlib import Path
+
+    source = Path(trainer.__file__).read_text(encoding="utf-8")
+    names = {node.attr for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Attribute)}
+    assert not names & {"AdamW", "LambdaLR", "clip_grad_norm_", "backward", "zero_grad"}, names & {
+        "AdamW", "LambdaLR", "clip_grad_norm_", "backward", "zero_grad"}
+    assert "fit" in {node.id for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Name)}

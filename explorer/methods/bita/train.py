@@ -19,9 +19,10 @@ and to the earlier masks of its group (a 4D additive mask, as at decoding time).
 differentiated, through every layer into the mask embeddings and the prompt keys and values.
 
 Optimiser (section 4.1): AdamW from N(0, 0.02), a short warm-up and a cosine decay (the paper: lr 3e-2,
-batch 128, 4 epochs on 150k samples on 32 GPUs; here a few hundred samples on a CPU). Seeded: the samples
-and split points of step s are a function of (seed, s), so a run interrupted and resumed from its
-checkpoint (every ``CHECKPOINT_EVERY`` steps, in the cache) ends where an uninterrupted one would.
+batch 128, 4 epochs on 150k samples on 32 GPUs; here a few hundred samples on a CPU), run by the trainers' shared
+loop (``train.loop.fit``), each sample back-propagated as it comes. Seeded: the samples and split points of step s
+are a function of (seed, s), so a run interrupted and resumed from its checkpoint (every ``CHECKPOINT_EVERY``
+steps, in the cache) ends where an uninterrupted one would.
 
 Held-out acceptance (teacher-forced, on the bank's held-out prompts at fixed split points): per mask, the
 share of splits where the label is the mask's top-1 (and is among its top-k); and the tokens one forward
@@ -51,7 +52,7 @@ from ...errors import ExplorerError
 from ...models import LoadedModel
 from ...progress import print_progress
 from ...train import checkpoint
-from ...train.distill import lr_factor
+from ...train.loop import fit
 from ...train.data import Sample, load_prompt_bank, self_generated
 from .tokens import BitaTokens, check_counts, init_tokens, save_tokens
 
@@ -247,21 +248,16 @@ def train_bita(target: LoadedModel, config: BitaTrainConfig, prompts: list[dict]
 
     init = init_tokens(target.model, config.prompt_tokens, config.mask_tokens, config.seed)
     params = [torch.nn.Parameter(t.detach().float().clone()) for t in (init.prompt_keys, init.prompt_values, init.masks)]
-    optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=0.0)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_factor(step, config.steps, config.warmup, floor=0.05))
     data = hashlib.sha1(json.dumps([[s.prompt_id, len(s.answer_ids)] for s in train]).encode()).hexdigest()
-    checkpoint_file = checkpoint.run_path("bita-runs", target.model, config, data=data)
-    losses, spent = checkpoint.resume(checkpoint_file, optimizer, schedule, lambda state: _restore(params, state))
-    first = len(losses)
-    if first:
-        progress(first, config.steps, f"[bita] resumed from {checkpoint_file.name} at step {first}")
     model_dtype = next(target.model.parameters()).dtype
     contexts: dict[int, list] = {}
-    start = time.perf_counter()
-    for step in range(first, config.steps):
+    ran = []  # the steps this session ran: its pace
+
+    def loss_at(step: int):
+        """Eq. 1 over the step's samples, one sample at a time (each runs through the whole frozen target, so the
+        loop back-propagates each as it comes: a step holds one sample's graph)."""
+        ran.append(step)
         generator = torch.Generator().manual_seed(config.seed * 1_000_003 + step)
-        total = 0.0
-        optimizer.zero_grad(set_to_none=True)
         for index in _step_samples(step, len(train), config):
             sample = train[index]
             lasts = split_points(sample, config.mask_tokens, config.groups, generator)
@@ -269,26 +265,15 @@ def train_bita(target: LoadedModel, config: BitaTrainConfig, prompts: list[dict]
                 if len(contexts) >= MAX_CONTEXTS:  # the oldest goes: 3 000 answers' KV would not fit in memory
                     contexts.pop(next(iter(contexts)))
                 contexts[index] = sample_kv(target.model, sample, config.mask_tokens)
-            loss = sar_loss(target.model, [p.to(model_dtype) for p in params], sample, lasts, contexts[index])
-            loss = loss / config.batch
-            loss.backward()
-            total += float(loss.detach())
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        optimizer.step()
-        schedule.step()
-        losses.append(total)
-        done = step + 1
-        elapsed = time.perf_counter() - start
-        if done % CHECKPOINT_EVERY == 0 or done == config.steps:
-            checkpoint.save(checkpoint_file, dict(zip(TOKEN_NAMES, (p.detach() for p in params))), optimizer,
-                            schedule, losses, spent + elapsed)
-        if done % 5 == 0 or done == config.steps or done == first + 1:
-            rate = (done - first) / elapsed
-            recent = losses[-10:]
-            eta = (config.steps - done) / rate if rate else 0
-            progress(done, config.steps, f"[bita] step {done}/{config.steps} · {rate:.3f} steps/s · "
-                                         f"loss {sum(recent) / len(recent):.3f} · ETA {eta / 60:.0f} min")
-    seconds = spent + time.perf_counter() - start
+            yield sar_loss(target.model, [p.to(model_dtype) for p in params], sample, lasts, contexts[index]) / config.batch
+
+    start = time.perf_counter()
+    losses, seconds = fit(params, loss_at, steps=config.steps, lr=config.lr, warmup=config.warmup, lr_floor=0.05,
+                          checkpoint_file=checkpoint.run_path("bita-runs", target.model, config, data=data),
+                          tensors=lambda: dict(zip(TOKEN_NAMES, (p.detach() for p in params))),
+                          restore=lambda state: _restore(params, state), progress=progress, label="bita",
+                          checkpoint_every=CHECKPOINT_EVERY, report_every=5)
+    steps_per_s = len(ran) / (time.perf_counter() - start) if ran else 0.0
     contexts.clear()
     trained = BitaTokens(*(p.detach().to(model_dtype) for p in params))
     progress(config.steps, config.steps, "[bita] measuring held-out acceptance (trained and untrained)")
@@ -299,8 +284,7 @@ def train_bita(target: LoadedModel, config: BitaTrainConfig, prompts: list[dict]
         "train_subset": acceptance(target.model, trained, train[: len(heldout)], config.groups, config.eval_top_k),
     }
     return BitaTrainResult(trained, tuple(losses), len(train), sum(len(s.answer_ids) for s in train),
-                           result_heldout, seconds, (config.steps - first) / (time.perf_counter() - start)
-                           if config.steps > first else 0.0)
+                           result_heldout, seconds, steps_per_s)
 
 
 def write_artifact(target: LoadedModel, config: BitaTrainConfig, result: BitaTrainResult, path: Path,
