@@ -4,8 +4,9 @@ Face's beam search on the target (this sweep's baseline, a row of its own) and `
 prompt: tokens/s (and × HF beam search, measured in the same process), the best beam's log-probability under the
 target, agreement with HF's output (identical runs, token agreement) and the best beam's tokens per round (1 + its
 accepted steps). A ratio to Hugging Face's beam search timed at another pace is withheld with the reason
-(``explorer.ratios``). Our decodes sample the pace between their rounds (about 2 % of their wall time, pace.py) and
-Hugging Face's only before each call, so the ratio errs against ours, never for it.
+(``explorer.ratios``). Our decodes are timed with their pace probes inside (one at each end, ≈ 11 ms each, and one
+about every half second between rounds: pace.py), Hugging Face's with the probe before each call outside, so the
+ratio errs against ours, never for it.
 """
 
 from __future__ import annotations
