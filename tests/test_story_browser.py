@@ -61,9 +61,10 @@ def shown_ratios_are_possible(page) -> None:
         assert float(drafting) <= per_pass * 1.25 and f"×{float(drafting):.2f} plain decoding" in text, text
 
 
-@pytest.mark.parametrize("width", [1400, 390])
-def test_the_first_run_tells_what_keeping_the_text_costs(browser, url, width):
-    context, page = open_page(browser, url, width)
+def test_the_first_run_tells_what_keeping_the_text_costs(browser, url):
+    """One run at 1 400 px, read there and again after the window narrows to a phone's 390 px (the page lays its
+    figures out again; the view's words and ratios must read the same and nothing may spill sideways)."""
+    context, page = open_page(browser, url, 1400)
     first = EXAMPLES[0]
     expect(page.locator("#method input")).to_have_value("quantized")
     expect(page.locator("#draft input")).to_have_value("int4")
@@ -78,21 +79,23 @@ def test_the_first_run_tells_what_keeping_the_text_costs(browser, url, width):
                            timeout=DECODE_TIMEOUT_MS)
     expect(page.locator("#run")).to_be_enabled()
     wait_keeping(page)
-    view = page.locator(KEEPING)
-    expect(view.locator(".keep-row")).to_have_count(3)
-    expect(view.locator(".keep-row.lossy")).to_contain_text("4-bit copy alone")
-    expect(view.locator(".keep-row").first).to_contain_text("the target's text: all 32 tokens, identical")
-    text = view.inner_text()
-    assert re.search(r"kept \d+% of the target's tokens; its text departs at token \d+|kept all 32 tokens", text), text
-    assert "taking turns on the CPU" in text and "How it was timed" in text
-    shown_ratios_are_possible(page)
-    why = page.inner_text("#why-speed")
-    assert "What decided it:" in why and "drafted tokens accepted" in why
-    assert page.evaluate("() => document.documentElement.scrollWidth") <= width + 1  # nothing spills sideways
-    wait_figures_settled(page)
-    ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / f"story-watch-{width}.png"))
-    view.screenshot(path=str(ARTIFACTS / f"story-keeping-{width}.png"))
+    for width in SIZES:
+        page.set_viewport_size(SIZES[width])
+        view = page.locator(KEEPING)
+        expect(view.locator(".keep-row")).to_have_count(3)
+        expect(view.locator(".keep-row.lossy")).to_contain_text("4-bit copy alone")
+        expect(view.locator(".keep-row").first).to_contain_text("the target's text: all 32 tokens, identical")
+        text = view.inner_text()
+        assert re.search(r"kept \d+% of the target's tokens; its text departs at token \d+|kept all 32 tokens", text), text
+        assert "taking turns on the CPU" in text and "How it was timed" in text
+        shown_ratios_are_possible(page)
+        why = page.inner_text("#why-speed")
+        assert "What decided it:" in why and "drafted tokens accepted" in why
+        wait_figures_settled(page)
+        assert page.evaluate("() => document.documentElement.scrollWidth") <= width + 1  # nothing spills sideways
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / f"story-watch-{width}.png"))
+        view.screenshot(path=str(ARTIFACTS / f"story-keeping-{width}.png"))
     context.close()
 
 
@@ -150,9 +153,10 @@ def test_on_a_busy_machine_the_comparison_prints_no_ratio_the_rule_refuses(brows
     context.close()
 
 
-@pytest.mark.parametrize("width", [1400, 390])
-def test_beam_searchs_tree_labels_do_not_run_together(browser, url, width):
-    context, page = open_page(browser, url, width)
+def test_beam_searchs_tree_labels_do_not_run_together(browser, url):
+    """One beam run, its tree read at 1 400 px and again after the window narrows to 390 px, where the page lays
+    the figure out again from the figure as drawn (``ui/fit_figures.js``) and hides the labels that would collide."""
+    context, page = open_page(browser, url, 1400)
     page.locator("#method input").click()
     page.get_by_role("option", name="beam", exact=True).click()
     page.locator("#draft input").fill("early-exit:4")
@@ -163,9 +167,11 @@ def test_beam_searchs_tree_labels_do_not_run_together(browser, url, width):
     page.wait_for_function("() => /^beam .*tokens\\/s/.test(document.querySelector('#status').innerText.trim()) && "
                            "!document.querySelector('#status').innerText.includes('◷')", timeout=DECODE_TIMEOUT_MS)
     expect(page.locator("#view-beam-tree .js-plotly-plot")).to_have_count(1, timeout=30_000)
-    page.locator("#view-beam-tree").scroll_into_view_if_needed()
-    wait_figures_settled(page)
-    labels = page.evaluate(LABEL_OVERLAPS_JS, "#view-beam-tree")
-    assert labels["shown"] >= 2 and not labels["hits"], labels
-    page.locator("#view-beam-tree").screenshot(path=str(ARTIFACTS / f"story-beam-{width}.png"))
+    for width in SIZES:
+        page.set_viewport_size(SIZES[width])
+        page.locator("#view-beam-tree").scroll_into_view_if_needed()
+        wait_figures_settled(page)
+        labels = page.evaluate(LABEL_OVERLAPS_JS, "#view-beam-tree")
+        assert labels["shown"] >= 2 and not labels["hits"], (width, labels)
+        page.locator("#view-beam-tree").screenshot(path=str(ARTIFACTS / f"story-beam-{width}.png"))
     context.close()
