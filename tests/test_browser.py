@@ -245,7 +245,10 @@ def test_a_round_chosen_while_decoding_stays_on_screen(page):
     seen = page.locator("#status").inner_text()
     page.wait_for_function("s => document.querySelector('#status').innerText !== s", arg=seen, timeout=30_000)
     expect(caption).to_contain_text(f"Round {chosen} of")  # later live updates did not pull it back
-    wait_status(page, "stop:")
+    # the run ends now, not after 240 tokens: a stopped run ends through the same last update as one that ran out
+    # of tokens (``run_handlers``: ``_finished`` keeps the round the user stepped to); 240 only keeps it running
+    page.click("#stop")
+    wait_status(page, "stopped by you")
     expect(caption).to_contain_text(f"Round {chosen} of")  # nor did the end of the run
     total = int(page.locator("#round-slider input[type=number]").get_attribute("max") or 0)
     assert total > chosen  # the slider's range grew to every round
