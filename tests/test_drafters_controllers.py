@@ -1,7 +1,9 @@
 """Prompt lookup's n-gram copy, the draft-length controllers, and their records in the trace."""
 
 import explorer
-from explorer.engine.controllers import Fixed, Heuristic
+import torch
+
+from explorer.engine.controllers import Confident, Fixed, Heuristic
 from explorer.engine.drafters import PromptLookupDrafter
 from explorer.engine.sampling import Rng, SamplingConfig
 
@@ -32,6 +34,35 @@ def test_heuristic_grows_after_full_acceptance_and_shrinks_otherwise():
         h.update(h.gamma, 0)
     assert h.gamma == 1  # never below one
     assert h.update(0, 0)["gamma_after"] == 1  # a round without drafts teaches nothing
+
+
+def test_confident_stops_after_a_token_the_draft_is_unsure_of_and_says_so():
+    c = Confident(8, floor=0.5)
+    assert c.keep_drafting(0, torch.tensor([0.9, 0.1])) and c.keep_drafting(1, None)  # sure; a copy has no q
+    assert not c.keep_drafting(2, torch.tensor([0.4, 0.35, 0.25]))  # top 0.4 < 0.5: stop after this token
+    assert c.update(3, 3) == {"kind": "confident", "gamma_before": 8, "gamma_after": 10, "unsure": 0.4, "floor": 0.5}
+    assert "unsure" not in c.update(10, 4)  # said once, for the round that stopped
+
+
+def test_confident_decodes_exactly_and_its_stops_are_drawn(tiny_target, tiny_draft, monkeypatch):
+    """Greedy output unchanged (a stop rule only shortens drafts); every round that stopped unsure drafted fewer
+    than its γ, the trace keeps why through a save and load, and the controller view marks those rounds. The
+    floor raised to 0.9: the tiny random draft is rarely below the shipped 0.1."""
+    from explorer.viz.views.controller import controller_figure
+
+    monkeypatch.setattr(Confident, "FLOOR", 0.9)
+    settings = dict(draft=tiny_draft, gamma=6, max_new_tokens=30)
+    plain = explorer.decode(tiny_target, "abc", method="ar", max_new_tokens=30).output_ids
+    t = explorer.decode(tiny_target, "abc", controller="confident", **settings)
+    assert t.output_ids == plain
+    stopped = [r for r in t.rounds if "unsure" in r.controller]
+    assert stopped, "the tiny random draft is unsure somewhere"
+    assert all(r.controller["unsure"] < r.controller["floor"] and len(r.drafted) <= r.controller["gamma_before"]
+               for r in stopped)
+    again = explorer.load_trace(t.to_json())
+    assert [r.controller for r in again.rounds] == [r.controller for r in t.rounds]
+    marks = [d for d in controller_figure(again, 0).data if d.name == "draft stopped: unsure"]
+    assert marks and list(marks[0].x) == [r.index + 1 for r in stopped]
 
 
 def test_controller_state_is_recorded_per_round(tiny_target, tiny_draft):

@@ -22,7 +22,7 @@ from ...errors import ExplorerError
 from ...limits import MAX_GAMMA
 from ...trace import Timing
 from .priced import CostAware, DynamicGamma, StepCosts
-from .schedules import Fixed, Heuristic
+from .schedules import Confident, Fixed, Heuristic
 from .thompson import BetaTS, CaliTS
 
 
@@ -41,7 +41,7 @@ class Controller(Protocol):
                draft_forwards: int = 0) -> dict[str, Any]: ...
 
 
-CONTROLLERS = {"fixed": Fixed, "heuristic": Heuristic, "cost-aware": CostAware, "beta-ts": BetaTS, "cali-ts": CaliTS,
+CONTROLLERS = {"fixed": Fixed, "heuristic": Heuristic, "confident": Confident, "cost-aware": CostAware, "beta-ts": BetaTS, "cali-ts": CaliTS,
                "beta-ts-priced": BetaTS, "cali-ts-priced": CaliTS, "dynamic-gamma": DynamicGamma,
                "dynamic-gamma-priced": DynamicGamma}
 PRICED = ("cost-aware", "beta-ts-priced", "cali-ts-priced", "dynamic-gamma-priced")  # the controllers that need the verify-cost curve

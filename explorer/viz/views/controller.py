@@ -32,6 +32,15 @@ def controller_figure(trace, round_index: int) -> go.Figure:
     fig.add_trace(go.Scatter(x=rounds, y=accepted, name="accepted", mode="markers",
                              marker={"color": FATE_COLOURS["accepted"], "size": 6},
                              hovertemplate="round %{x}<br>accepted %{y} tokens<extra></extra>"))
+    unsure = [(r.index + 1, len(r.drafted), r.controller["unsure"], r.controller.get("floor")) for r in trace.rounds
+              if isinstance(r.controller.get("unsure"), (int, float))]
+    if unsure:  # ``confident``: rounds whose draft stopped at a token it was unsure of
+        fig.add_trace(go.Scatter(
+            x=[u[0] for u in unsure], y=[u[1] for u in unsure], name="draft stopped: unsure", mode="markers",
+            marker={"color": FATE_COLOURS["rejected"], "symbol": "x-thin-open", "size": 12, "line": {"width": 2}},
+            customdata=[[u[2], u[3] if isinstance(u[3], (int, float)) else float("nan")] for u in unsure],
+            hovertemplate="round %{x}<br>the draft stopped after %{y} tokens: its top probability "
+                          "%{customdata[0]:.2f} was below %{customdata[1]:.2f}<extra></extra>"))
     fig.add_vline(x=selected, line={"color": "#111827", "dash": "dot", "width": 1})
     fig.update_xaxes(title_text="round")
     fig.update_yaxes(title_text="tokens", rangemode="tozero")
