@@ -5,6 +5,9 @@ conversion into an empty cache) with the installed package hidden."""
 
 from __future__ import annotations
 
+import pytest
+import torch
+
 from explorer.artifacts import fingerprint
 from explorer.methods.bita.tokens import tokens_for
 from explorer.methods.eesd.exits import find_exit
@@ -26,6 +29,30 @@ def test_without_the_package_the_default_is_the_same_model_with_its_trained_draf
     assert fingerprint(model) == fingerprint(default_model.model)
     assert find_exit(model, 8) is not None and find_exit(model, 4) is not None
     assert tokens_for(model).trained
+
+
+def test_offline_a_gguf_fetched_before_is_the_one_converted(tmp_path, monkeypatch):
+    """No package, no network, a GGUF already in the cache's gguf folder (fetched before, or handed to a GPU
+    machine): the loader converts that file, and never asks the Hub (it once refused offline, #52)."""
+    monkeypatch.setenv("EXPLORER_CACHE", str(tmp_path))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(default, "default_gguf_path", lambda: None)
+    fetched = tmp_path / "gguf" / default.DEFAULT_GGUF
+    fetched.parent.mkdir()
+    fetched.write_bytes(b"GGUF")
+    converted = []
+
+    class Converted(Exception):
+        pass
+
+    def convert(gguf, folder):
+        converted.append(gguf)
+        raise Converted  # the conversion itself is the first test's (20 s of real work)
+
+    monkeypatch.setattr(default, "convert_gguf", convert)
+    with pytest.raises(Converted):
+        default._load_default(torch.float32)
+    assert converted == [fetched]
 
 
 def test_a_failed_fetch_says_so_and_falls_back(tmp_path, monkeypatch, capsys):

