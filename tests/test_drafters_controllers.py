@@ -63,6 +63,7 @@ def test_confident_decodes_exactly_and_its_stops_are_drawn(tiny_target, tiny_dra
     assert [r.controller for r in again.rounds] == [r.controller for r in t.rounds]
     marks = [d for d in controller_figure(again, 0).data if d.name == "draft stopped: unsure"]
     assert marks and list(marks[0].x) == [r.index + 1 for r in stopped]
+    assert all(text.endswith("below the floor 0.90") for text in marks[0].customdata)
 
 
 def test_controller_state_is_recorded_per_round(tiny_target, tiny_draft):

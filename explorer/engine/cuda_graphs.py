@@ -130,7 +130,7 @@ def run(layers, hidden: torch.Tensor, past: int, rotary, cache, tree_mask: torch
 
 
 def _whole_buffer_mask(tree_mask: torch.Tensor, capacity: int) -> torch.Tensor:
-    """A tree's additive mask (1, 1, T, S + T) over the whole buffer: (T, C), every position after S + T hidden."""
+    """A tree's additive mask (1, 1, T, S + T) over the whole buffer: (T, C), every position past S + T hidden."""
     t, seen = tree_mask.shape[-2:]
     mask = tree_mask.new_full((t, capacity), torch.finfo(tree_mask.dtype).min)
     mask[:, :seen] = tree_mask[0, 0]

@@ -113,8 +113,8 @@ CONTROLLER = Record({
     "mu": _per_step(MEAN, "posterior means"), "sigma": _per_step(SIGMA, "standard deviations (0, or 1e-06 to 1)"),
     "theta_hat": PROB, "theta_hat_after": PROB, "verify_ratio": _per_step(RATIO, "cost ratios"),
     "alpha_hat": PROB, "gamma_continuous": number(0, MAX_GAMMA), "objective": RATIO,
-    "ascent": ListOf(number(0, MAX_GAMMA), 128, "a list of at most 128 draft lengths"), "unsure": PROB,
-    "floor": PROB,
+    "ascent": ListOf(number(0, MAX_GAMMA), 128, "a list of at most 128 draft lengths"),
+    "unsure": PROB, "floor": PROB,
 }, strict=False)
 FREE_DEPTH = MAX_JSON_DEPTH - 3  # a round's controller or detail sits under the trace, its rounds and the round
 

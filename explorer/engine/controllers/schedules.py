@@ -1,6 +1,6 @@
 """Controllers that draft a length they set themselves, with nothing measured: a fixed γ (Leviathan et al.),
-Hugging Face's heuristic schedule, and that schedule stopping where the draft is unsure (``confident``). ``WholeDraft``, the base every controller here and in ``priced`` builds
-on, never stops a draft early."""
+Hugging Face's heuristic schedule, and that schedule stopping where the draft is unsure (``confident``).
+``WholeDraft``, the base every controller here and in ``priced`` builds on, never stops a draft early."""
 
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ class Confident(Heuristic):
         return True
 
     def update(self, drafted, accepted, timing=None, draft_forwards=0) -> dict[str, Any]:
-        record = super().update(drafted, accepted, timing, draft_forwards) | {"kind": self.kind}
+        record = super().update(drafted, accepted, timing, draft_forwards)  # its kind: this class's
         if self.unsure is not None:  # the draft's top probability that stopped it, below the floor
             record |= {"unsure": round(self.unsure, 4), "floor": self.floor}
         self.unsure = None

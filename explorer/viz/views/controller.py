@@ -14,6 +14,14 @@ def _adapts(trace) -> bool:
     return any("gamma_after" in r.controller for r in trace.rounds)
 
 
+def _why_stopped(r) -> str:
+    """A ``confident`` round's stop in words; the floor is optional in a loaded trace (the schema checks both)."""
+    floor = r.controller.get("floor")
+    below = f", below the floor {floor:.2f}" if floor is not None else ""
+    top = r.controller["unsure"]
+    return f"the draft stopped after {len(r.drafted)} tokens: its top probability was {top:.2f}{below}"
+
+
 def controller_figure(trace, round_index: int) -> go.Figure:
     rounds = [r.index + 1 for r in trace.rounds]
     planned = [r.controller.get("gamma_before", r.controller.get("gamma")) for r in trace.rounds]
@@ -32,15 +40,13 @@ def controller_figure(trace, round_index: int) -> go.Figure:
     fig.add_trace(go.Scatter(x=rounds, y=accepted, name="accepted", mode="markers",
                              marker={"color": FATE_COLOURS["accepted"], "size": 6},
                              hovertemplate="round %{x}<br>accepted %{y} tokens<extra></extra>"))
-    unsure = [(r.index + 1, len(r.drafted), r.controller["unsure"], r.controller.get("floor")) for r in trace.rounds
-              if isinstance(r.controller.get("unsure"), (int, float))]
-    if unsure:  # ``confident``: rounds whose draft stopped at a token it was unsure of
+    stopped = [r for r in trace.rounds if "unsure" in r.controller]  # ``confident``: the draft was unsure
+    if stopped:
         fig.add_trace(go.Scatter(
-            x=[u[0] for u in unsure], y=[u[1] for u in unsure], name="draft stopped: unsure", mode="markers",
-            marker={"color": FATE_COLOURS["rejected"], "symbol": "x-thin-open", "size": 12, "line": {"width": 2}},
-            customdata=[[u[2], u[3] if isinstance(u[3], (int, float)) else float("nan")] for u in unsure],
-            hovertemplate="round %{x}<br>the draft stopped after %{y} tokens: its top probability "
-                          "%{customdata[0]:.2f} was below %{customdata[1]:.2f}<extra></extra>"))
+            x=[r.index + 1 for r in stopped], y=[len(r.drafted) for r in stopped], name="draft stopped: unsure",
+            mode="markers", marker={"color": FATE_COLOURS["rejected"], "symbol": "x-thin-open", "size": 12,
+                                    "line": {"width": 2}},
+            customdata=[_why_stopped(r) for r in stopped], hovertemplate="round %{x}<br>%{customdata}<extra></extra>"))
     fig.add_vline(x=selected, line={"color": "#111827", "dash": "dot", "width": 1})
     fig.update_xaxes(title_text="round")
     fig.update_yaxes(title_text="tokens", rangemode="tozero")
