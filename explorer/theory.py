@@ -5,6 +5,7 @@ Leviathan et al. 2023 ("Fast Inference from Transformers via Speculative Decodin
     wall-time improvement (Thm 3.8)  (1 − α^(γ+1)) / ((1 − α)(γc + 1))
     arithmetic operations (Thm 3.11) (1 − α)(γĉ + γ + 1) / (1 − α^(γ+1))
     optimal γ                        argmax over integers of Thm 3.8
+    a draft chain (section 7)        Thm 3.8 at the draft's own c divided by its own Thm 3.8 (``chain_speedup``)
 
 EESD Appendix D: v_d, r_d, their harmonic mean HM and the speedup of eq. 14.
 """
@@ -28,6 +29,17 @@ def expected_tokens(alpha, gamma):
 def speedup(alpha, gamma, c):
     """Theorem 3.8: expected wall-time improvement over autoregressive decoding."""
     return expected_tokens(alpha, gamma) / (np.asarray(gamma, dtype=float) * np.asarray(c, dtype=float) + 1)
+
+
+def chain_speedup(alpha, gamma, c, inner_alpha, inner_gamma, inner_c):
+    """Theorem 3.8 for a two-level draft chain (Leviathan et al. section 7; staged speculative decoding,
+    Spector & Ré 2023): the draft, whose step costs c target steps, itself decodes speculatively with a smaller
+    proposer (acceptance ``inner_alpha``, ``inner_gamma`` proposals per inner round, each costing ``inner_c``
+    of the draft's steps), so a drafted token costs c / Thm 3.8(inner_alpha, inner_gamma, inner_c) target steps.
+
+    Approximate as Thm 3.8 is (i.i.d. acceptance at each level, a verification priced as one step) and one
+    step further: an inner round is cut where the draft has the γ tokens the target asked for."""
+    return speedup(alpha, gamma, np.asarray(c, dtype=float) / speedup(inner_alpha, inner_gamma, inner_c))
 
 
 def operations_factor(alpha, gamma, c_hat):

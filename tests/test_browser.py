@@ -452,6 +452,9 @@ def test_a_hierarchical_run_draws_one_lane_per_model(page):
     lanes = page.locator("#view-hierarchical-lanes table.hier-lanes tr")
     expect(lanes).to_have_count(3)  # prompt lookup, the early exit, the target
     expect(page.locator("#view-hierarchical-lanes .hier-run")).to_contain_text("target")
+    # the chain's theory, each level priced from the run's clocks (#49)
+    expect(page.locator("#view-hierarchical-theory .js-plotly-plot")).to_be_visible()
+    expect(page.locator("#view-hierarchical-theory")).to_contain_text("γ inner")
     trace = download_trace(page)
     assert trace.method == "hierarchical" and trace.draft == "prompt-lookup:3>early-exit:4"
     assert any(r.detail.get("inner_rounds") for r in trace.rounds)

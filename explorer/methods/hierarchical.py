@@ -11,14 +11,17 @@ them, and the rows it scored are the q the level above verifies against, so the 
 target's (lossless: greedy identical to ``ar``; χ² in the tests).
 
 The round records, per inner round, what the level below drafted, how many the level accepted, its own
-next token and how it came (``inner_rounds``), and the forwards of every level (``level_forwards``,
-smallest first). ``draft_forwards`` counts the tokens the chain drafted, so the run's c is the chain's cost
+next token and how it came (``inner_rounds``), and the forwards and seconds of every level
+(``level_forwards``, ``level_seconds``, smallest first: a level's seconds are its proposals' or its forwards'
+and accept tests', so the theory view can price each level). ``draft_forwards`` counts the tokens the chain drafted, so the run's c is the chain's cost
 per drafted token against a target forward: the c of Theorem 3.8 for a composite draft.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
+import time
 
 import torch
 
@@ -58,12 +61,18 @@ class HierarchicalDrafter(Drafter):
     def propose(self, context, k, cfg, rng, stop) -> Proposal:
         sequence, tokens, rows, inner_rounds = list(context), [], [], []
         lower_forwards = [0] * (len(self.levels) - 1)
+        lower_seconds = [0.0] * (len(self.levels) - 1)
+        upper_seconds = 0.0
         upper_before = self.runner.forwards
         while len(tokens) < k:
             # leave room for this level's own token: an inner round never passes k
+            began = time.perf_counter()
             proposal = self._lower_proposal(sequence, min(self.inner_gamma, k - len(tokens) - 1), cfg, rng)
+            proposed = time.perf_counter()
             drafted = proposal.tokens
             lower_forwards = [a + b for a, b in zip(lower_forwards, _level_forwards(proposal, len(lower_forwards)))]
+            lower_seconds = [a + b for a, b in zip(lower_seconds,
+                                                   _level_seconds(proposal, len(lower_seconds), proposed - began))]
             logits = self.runner.logits(sequence + drafted, len(drafted) + 1)  # (K'+1, V)
             q = distribution(logits, cfg)  # (K'+1, V): this level's distributions, the q the level above reads
             if cfg.greedy:
@@ -71,6 +80,7 @@ class HierarchicalDrafter(Drafter):
             else:
                 verdict = speculative_accept(q, q_for(proposal, q), drafted, rng.on(q.device))
             new = drafted[: verdict.n_accepted] + [verdict.next_token]
+            upper_seconds += time.perf_counter() - proposed  # this level's forward and its accept test
             inner_rounds.append({"drafted": list(drafted), "accepted": verdict.n_accepted, "next": verdict.next_token,
                                  "kind": verdict.next_kind if drafted else "own"})
             stopped = False
@@ -86,7 +96,7 @@ class HierarchicalDrafter(Drafter):
                 break
         forwards = lower_forwards + [self.runner.forwards - upper_before]
         detail = {"levels": list(self.levels), "inner_gamma": self.inner_gamma, "inner_rounds": inner_rounds,
-                  "level_forwards": forwards}
+                  "level_forwards": forwards, "level_seconds": [round(x, 6) for x in lower_seconds + [upper_seconds]]}
         # draft_forwards: the drafted tokens, so that c is the chain's cost per drafted token
         return Proposal(tokens, torch.stack(rows) if rows else None, len(tokens), detail)
 
@@ -102,6 +112,12 @@ def _level_forwards(proposal: Proposal, levels: int) -> list[int]:
     """Forwards per level below: a nested chain's own count, else the one drafter's."""
     inner = (proposal.detail or {}).get("level_forwards")
     return list(inner) if inner is not None else [proposal.forwards] + [0] * (levels - 1)
+
+
+def _level_seconds(proposal: Proposal, levels: int, elapsed: float) -> list[float]:
+    """Seconds per level below: a nested chain's own clocks, else the whole proposal's time."""
+    inner = (proposal.detail or {}).get("level_seconds")
+    return list(inner) if inner is not None else [elapsed] + [0.0] * (levels - 1)
 
 
 def make_chain(spec, target, load, inner_gamma: int) -> HierarchicalDrafter:
@@ -151,6 +167,11 @@ def check_round(data: dict, path: str) -> None:
         raise Refused(f"{path}.detail.levels must name 2 to {MAX_LEVELS} drafts")
     if not (isinstance(forwards, list) and len(forwards) == len(levels) and all(_is_whole(f) for f in forwards)):
         raise Refused(f"{path}.detail.level_forwards must hold one whole number per level")
+    seconds = detail.get("level_seconds")  # traces before 2026-11-28 have none
+    if seconds is not None and not (isinstance(seconds, list) and len(seconds) == len(levels) and all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and 0 <= x < 1e6
+            for x in seconds)):
+        raise Refused(f"{path}.detail.level_seconds must hold one finite, non-negative number of seconds per level")
 
 
 def _is_whole(value) -> bool:
