@@ -101,7 +101,7 @@ def chain_theory_figure(trace, round_index: int) -> go.Figure:
     """Two panels: the chain's expected speed-up against γ inner, and against the proposer's acceptance, each with
     the top draft drafting alone (no level below) and the run's own point."""
     costs = chain_costs(trace)
-    fig = make_subplots(rows=2, cols=1, vertical_spacing=0.22, subplot_titles=(
+    fig = make_subplots(rows=2, cols=1, vertical_spacing=0.3, subplot_titles=(
         "Expected speed-up vs γ inner", "Expected speed-up vs α inner"))
     if costs is None:
         return base_layout(fig, "Draft chain theory: this run has no levels' clocks to price", height=560)
@@ -128,12 +128,12 @@ def chain_theory_figure(trace, round_index: int) -> go.Figure:
             hovertemplate=(f"this run: γ inner {k.inner_gamma}, α inner {k.inner_alpha:.2f}, c inner "
                            f"{k.inner_c:.3f}<br>α {k.alpha:.2f}, γ {k.gamma:.1f}, c {k.c:.2f}<br>expected ×%{{y:.2f}} "
                            f"(drafting alone ×{alone:.2f})<extra></extra>")), row=row, col=1)
-    fig.update_xaxes(title_text="γ inner: the proposer's tokens per inner round", dtick=1, row=1, col=1)
-    fig.update_xaxes(title_text="α inner: share of proposals the draft accepts", range=[0, 1], row=2, col=1)
+    fig.update_xaxes(title_text="γ inner (proposals per inner round)", dtick=1, row=1, col=1)
+    fig.update_xaxes(title_text="α inner (share the draft accepts)", range=[0, 1], row=2, col=1)
     for row in (1, 2):
         fig.update_yaxes(title_text="× plain decoding", rangemode="tozero", row=row, col=1)
     title = f"Draft chain, Thm 3.8 at each level: ×{k.expected:.2f} ({top} alone ×{alone:.2f})"
-    return base_layout(fig, title, height=620)
+    return base_layout(fig, title, height=680)
 
 
 def chain_words(trace) -> str:
@@ -153,7 +153,7 @@ def chain_words(trace) -> str:
             f"{top} checking its proposals and drafting took {share['top']}, the target verifying took "
             f"{share['target']}. {top} accepted {100 * k.inner_alpha:.0f} % of the proposals it tested "
             f"({k.proposals_per_inner_round:.1f} proposed an inner round, γ inner {k.inner_gamma}); the target "
-            f"accepted {100 * k.alpha:.0f} % of {top}'s. Theorem 3.8 at each level expects "
+            f"accepted {100 * k.alpha:.0f} % of {top}'s. Leviathan et al.'s Theorem 3.8 at each level expects "
             f"×{k.expected:.2f} against ×{k.top_alone:.2f} for {top} drafting alone at the same c, "
             f"{verdict} in theory ({priced}).")
 
