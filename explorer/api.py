@@ -40,7 +40,7 @@ def stream(model, prompt: str | None = None, *, prompt_ids: list[int] | None = N
     ``LoadedModel`` or a ``transformers`` model object; ``draft`` also takes the other draft kinds
     (``model:<name>``, ``prompt-lookup:n``, ``early-exit:N``, ``feature-head``, ``int4``, ``int8``). ``method`` (one
     of ``METHODS``) defaults to ``speculative`` when a draft is given, else ``ar``. ``gamma`` defaults to
-    ``DEFAULT_GAMMA`` (4) and ``controller`` to ``fixed``; the preset methods (``quantized``, ``eesd``, ``eagle``)
+    ``DEFAULT_GAMMA`` (4) and ``controller`` to ``fixed``; the preset methods (``quantized``, ``eesd``, ``eagle``, ``hierarchical``)
     fill draft, controller and γ from the preset shipped for the model (``method_preset``) where they are not given.
 
     ``options`` are the method's own, each defined once in its module under ``explorer/methods`` (default,
@@ -91,7 +91,7 @@ def _start(model, prompt, prompt_ids, method, draft, gamma, controller, temperat
 
 
 def method_preset(method: str, model="default", device=None, dtype=None) -> dict:
-    """What one of the preset methods (``quantized``, ``eesd``, ``eagle``) runs for this model: {draft,
+    """What one of the preset methods (``quantized``, ``eesd``, ``eagle``, ``hierarchical``) runs for this model: {draft,
     controller, gamma, why}; ``ExplorerError`` for a method without a preset or a model none ships for."""
     chosen = methods.get(method)
     if chosen.preset is None:

@@ -444,19 +444,19 @@ def test_the_theory_lab_runs_round_by_round_and_as_a_sweep(page):
 def test_a_hierarchical_run_draws_one_lane_per_model(page):
     page.locator("#method input").click()
     page.get_by_role("option", name="hierarchical", exact=True).click()
-    expect(page.locator("#draft input")).to_have_value("prompt-lookup:3>early-exit:4")  # a chain, said in the status
+    expect(page.locator("#draft input")).to_have_value("prompt-lookup:3>int4")  # its preset chain, said in the status
     expect(page.locator("#status")).to_contain_text("A hierarchical draft is a chain")
     set_number(page, "max-new-tokens", 16)
     page.click("#run")
     wait_status(page, "stop:")
     lanes = page.locator("#view-hierarchical-lanes table.hier-lanes tr")
-    expect(lanes).to_have_count(3)  # prompt lookup, the early exit, the target
+    expect(lanes).to_have_count(3)  # prompt lookup, the 4-bit copy, the target
     expect(page.locator("#view-hierarchical-lanes .hier-run")).to_contain_text("target")
     # the chain's theory, each level priced from the run's clocks (#49)
     expect(page.locator("#view-hierarchical-theory .js-plotly-plot")).to_be_visible()
     expect(page.locator("#view-hierarchical-theory")).to_contain_text("γ inner")
     trace = download_trace(page)
-    assert trace.method == "hierarchical" and trace.draft == "prompt-lookup:3>early-exit:4"
+    assert trace.method == "hierarchical" and trace.draft == "prompt-lookup:3>int4"
     assert any(r.detail.get("inner_rounds") for r in trace.rounds)
     ARTIFACTS.mkdir(exist_ok=True)
     page.locator("#view-hierarchical-lanes").screenshot(path=str(ARTIFACTS / "browser-hierarchical.png"))

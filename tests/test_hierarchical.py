@@ -44,6 +44,15 @@ def test_greedy_hierarchical_equals_ar(default_model, ar, chain, controller):
     assert explorer.load_trace(t.to_json()) == t
 
 
+def test_the_preset_chain_proposes_for_the_4_bit_copy_and_is_lossless(default_model, ar):
+    """The preset (#49, measured 3-7 % ahead of quantized's): prompt lookup under the target's own 4-bit copy,
+    quantized's schedule, 2 proposals an inner round."""
+    t = explorer.decode(default_model, PROMPT, method="hierarchical", max_new_tokens=24)
+    assert t.output_ids == ar.output_ids and t.draft == "prompt-lookup:3>int4"
+    assert (t.settings.controller, t.settings.gamma, t.settings.options["inner_gamma"]) == ("heuristic", 8, 2)
+    assert any(r.detail.get("level_seconds") for r in t.rounds)
+
+
 def test_sampled_tokens_follow_the_target_with_three_models(tiny_target):
     cfg = SamplingConfig(1.0)
     p0, p1 = exact_two_token_distribution(tiny_target, cfg)

@@ -73,9 +73,9 @@ def test_the_cli_help_lists_the_registrys_presets_and_draft_kinds():
 
 def test_the_check_fails_on_a_list_that_lacks_or_names_too_much():
     registered = registry_presets()
-    old = "and `controller` to `fixed` (for the preset methods (`eesd`, `eagle`): the preset's)"
+    old = "and `controller` to `fixed` (for the preset methods (`eesd`, `eagle`, `hierarchical`): the preset's)"
     assert _mismatch(_lists(PRESETS, old)[0], registered) == "omits ['quantized']"
-    extra = "the preset methods (``quantized``, ``eesd``, ``eagle``, ``medusa``)"
+    extra = "the preset methods (``quantized``, ``eesd``, ``eagle``, ``hierarchical``, ``medusa``)"
     assert _mismatch(_lists(PRESETS, extra)[0], registered) == "names ['medusa'] that the registry lacks "
     drafts = "one of the draft kinds (`model:<name>`, `early-exit:N[:untrained]`, `prompt-lookup:n`)"
     assert _lists(DRAFT_KINDS, drafts) == [["model", "early-exit", "prompt-lookup"]]

@@ -37,13 +37,18 @@ from . import Method, Options, Request, option, register
 from .speculative import run_speculative
 
 MAX_LEVELS = 3  # drafts in one chain (four models with the target): each level multiplies the bookkeeping
+PRESET = {"draft": "prompt-lookup:3>int4", "controller": "heuristic", "gamma": 8,
+          "why": "A hierarchical draft is a chain, smallest first: prompt lookup proposes for the target's own 4-bit "
+                 "copy, which drafts for the target. Measured on this CPU 3-7 % ahead of quantized's preset (the copy "
+                 "drafting by itself), with quantized's schedule (heuristic from γ = 8) and 2 proposals an inner "
+                 "round (1 as fast, 4 slower)."}
 
 
 @dataclasses.dataclass(frozen=True)
 class HierarchicalOptions(Options):
     title = "Hierarchical drafts: a draft drafted by a smaller draft"
 
-    inner_gamma: int = option(4, "tokens the smaller draft proposes per inner round, for the draft above it to verify",
+    inner_gamma: int = option(2, "tokens the smaller draft proposes per inner round, for the draft above it to verify",
                               paper="004 Algorithm 3", symbol="γ_inner", low=1, high=MAX_GAMMA,
                               label="γ inner: drafts per inner round", slider=(1, 16, 1))
 
@@ -191,17 +196,18 @@ register(Method(
     name="hierarchical",
     paper="Tulsian et al. (004), Algorithm 3",
     summary="hierarchical speculative decoding (004 Algorithm 3): the draft is itself drafted by a smaller draft, "
-            "each level verified losslessly; draft chain smallest first, e.g. prompt-lookup:3>early-exit:4",
+            "each level verified losslessly; draft chain smallest first, e.g. prompt-lookup:3>int4 (its preset)",
     lossy=False,
     options=HierarchicalOptions,
     start=start,
     check_round=check_round,
     round_tokens=round_tokens,
     glossary="hierarchical drafts (004, Algorithm 3): a **draft chain** written smallest first, "
-             "prompt-lookup:3>early-exit:4, where each draft is itself drafted by the one before it (**γ_inner** "
+             "prompt-lookup:3>int4, where each draft is itself drafted by the one before it (**γ_inner** "
              "tokens per inner round) and every level verifies the level below exactly; lossless.",
     drafts=("chain",),
-    default_draft="prompt-lookup:3>early-exit:4",  # measured: the faster of the two shipped chains
-    draft_words="A hierarchical draft is a chain, smallest first, e.g. prompt-lookup:3>early-exit:4 (prompt lookup "
-                "drafts for the early exit, the early exit for the target).",
+    default_draft=PRESET["draft"],
+    preset=lambda target: dict(PRESET),
+    draft_words="A hierarchical draft is a chain, smallest first, e.g. prompt-lookup:3>int4 (prompt lookup "
+                "proposes for the target's 4-bit copy, the copy drafts for the target).",
 ))
