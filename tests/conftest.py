@@ -107,7 +107,8 @@ def page(browser, url):
 # Every test gets its markers here, from what it uses, so a new test needs no decorator to land in a lane:
 # ``browser`` when its module drives Chromium or it asks for the Chromium fixtures above, ``model`` when it
 # asks for the real default model, ``slow`` when it took over ~5 s for another reason on the developers'
-# 2-core machine (`pytest --durations=0`, 2026-11-25; file::test, every parametrisation).
+# 2-core machine (`pytest --durations=0`, 2026-11-25, and the fast lane's own over ~5 s on 2026-11-28, a slower
+# host: file::test, every parametrisation).
 BROWSER_FIXTURES = {"browser", "page"}
 MODEL_FIXTURES = {"default_model", "shipped_exit4_agreement"}
 SLOW = {
@@ -119,6 +120,14 @@ SLOW = {
     "test_bild.py::test_sweep_trades_quality_for_cost_in_the_papers_direction",
     "test_lossless.py::test_sampled_tokens_follow_the_target_distribution",
     "test_compiled.py::test_without_a_compiler_decoding_runs_eagerly_and_says_why",
+    "test_hierarchical.py::test_sampled_tokens_follow_the_target_through_its_4_bit_copy",
+    "test_eagle_tree.py::test_sampled_eagle_tree_tokens_follow_the_target",
+    "test_cli.py::test_profile_weighs_a_draft_step_against_its_bytes_at_the_measured_bandwidth",
+    "test_cli.py::test_profile_prints_t_of_n_for_both_forwards_and_the_parts_and_no_impossible_ratio",
+    "test_cancel.py::test_jobs_never_compute_more_at_once_than_the_slots",
+    "test_app.py::test_python_app_py_serves_on_the_port_from_the_environment",
+    "test_plotly_text.py::test_every_figure_shows_a_strangers_text_as_typed",
+    "test_readme.py::test_python_app_py_serves_the_address_the_readme_names",
 }
 
 

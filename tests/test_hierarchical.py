@@ -76,6 +76,29 @@ def test_sampled_tokens_follow_the_target_with_three_models(tiny_target):
     assert chi_square_pvalue(counts[1], p1) > 1e-3
 
 
+def test_sampled_tokens_follow_the_target_through_its_4_bit_copy(tiny_target):
+    """The preset's shape (#49): a proposer under the target's own 4-bit copy, the copy drafting for the target;
+    a model proposer, so that its q is a distribution the copy's accept test reads (prompt lookup's is one token).
+    The first two tokens against the target's exact distribution (4 new tokens: the first round drafts 3, so the
+    proposer proposes for the copy)."""
+    cfg = SamplingConfig(1.0)
+    p0, p1 = exact_two_token_distribution(tiny_target, cfg)
+    counts = np.zeros((2, p0.shape[0]))
+    inner_accepted = inner_tested = 0
+    for seed in range(600):
+        t = explorer.decode(tiny_target, prompt_ids=PREFIX, method="hierarchical", draft="model:tiny-random:2:1>int4",
+                            controller="fixed", gamma=3, inner_gamma=2, max_new_tokens=4, temperature=1.0, seed=seed)
+        counts[0, t.output_ids[0]] += 1
+        counts[1, t.output_ids[1]] += 1
+        for r in t.rounds:
+            for i in r.detail.get("inner_rounds", ()):
+                inner_accepted += i["accepted"]
+                inner_tested += min(i["accepted"] + 1, len(i["drafted"]))
+    assert 0.05 < inner_accepted / inner_tested < 0.95  # the copy accepts and refuses the proposer's tokens
+    assert chi_square_pvalue(counts[0], p0) > 1e-3
+    assert chi_square_pvalue(counts[1], p1) > 1e-3
+
+
 def test_bad_chains_get_one_line(default_model):
     for draft, message in (("early-exit:4", "cannot run the draft .*is a chain, smallest first"),
                            ("early-exit:4>prompt-lookup:3", "prompt-lookup:3 cannot verify a smaller draft"),
