@@ -40,8 +40,8 @@ def stream(model, prompt: str | None = None, *, prompt_ids: list[int] | None = N
     ``LoadedModel`` or a ``transformers`` model object; ``draft`` also takes the other draft kinds
     (``model:<name>``, ``prompt-lookup:n``, ``early-exit:N``, ``feature-head``, ``int4``, ``int8``). ``method`` (one
     of ``METHODS``) defaults to ``speculative`` when a draft is given, else ``ar``. ``gamma`` defaults to
-    ``DEFAULT_GAMMA`` (4) and ``controller`` to ``fixed``; the preset methods (``quantized``, ``eesd``, ``eagle``, ``hierarchical``)
-    fill draft, controller and γ from the preset shipped for the model (``method_preset``) where they are not given.
+    ``DEFAULT_GAMMA`` (4) and ``controller`` to ``fixed``; the preset methods (``quantized``, ``eesd``, ``eagle``,
+    ``hierarchical``) fill draft, controller and γ from the preset shipped for the model (``method_preset``) where they are not given.
 
     ``options`` are the method's own, each defined once in its module under ``explorer/methods`` (default,
     range, help, paper reference): ``bild`` takes ``fallback_threshold`` (α_FB), ``rollback_threshold``
@@ -91,8 +91,8 @@ def _start(model, prompt, prompt_ids, method, draft, gamma, controller, temperat
 
 
 def method_preset(method: str, model="default", device=None, dtype=None) -> dict:
-    """What one of the preset methods (``quantized``, ``eesd``, ``eagle``, ``hierarchical``) runs for this model: {draft,
-    controller, gamma, why}; ``ExplorerError`` for a method without a preset or a model none ships for."""
+    """What one of the preset methods (``quantized``, ``eesd``, ``eagle``, ``hierarchical``) runs for this model:
+    {draft, controller, gamma, why}; ``ExplorerError`` for a method without a preset or a model none ships for."""
     chosen = methods.get(method)
     if chosen.preset is None:
         raise ExplorerError(f"method {chosen.name} has no preset: it runs with the draft, controller and γ given")

@@ -13,8 +13,9 @@ target's (lossless: greedy identical to ``ar``; χ² in the tests).
 The round records, per inner round, what the level below drafted, how many the level accepted, its own
 next token and how it came (``inner_rounds``), and the forwards and seconds of every level
 (``level_forwards``, ``level_seconds``, smallest first: a level's seconds are its proposals' or its forwards'
-and accept tests', so the theory view can price each level). ``draft_forwards`` counts the tokens the chain drafted, so the run's c is the chain's cost
-per drafted token against a target forward: the c of Theorem 3.8 for a composite draft.
+and accept tests', so the theory view can price each level). ``draft_forwards`` counts the tokens the chain
+drafted, so the run's c is the chain's cost per drafted token against a target forward: the c of Theorem 3.8 for
+a composite draft.
 """
 
 from __future__ import annotations

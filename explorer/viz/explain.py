@@ -35,7 +35,7 @@ from .. import theory
 from ..quality import first_divergence, token_agreement
 from ..words import plural
 from .trust import measured_speedup, speedup_doubt, verify_ratio_doubt
-from .views.chain import chain_words
+from .views import words_for
 from .writer import copy_bits, writer
 
 
@@ -196,8 +196,8 @@ def drivers(trace) -> str:
                "the wider verification are paid for little.")
     else:
         why = "A pass kept a few tokens; whether that pays depends on what drafting and a wider verification cost here."
-    chain = chain_words(trace)  # a draft chain: which level paid for what
-    return "What decided it: " + "; ".join(words) + f". {why}" + (f" {chain}" if chain else "")
+    own = words_for(trace)  # the method's own sentence (a draft chain: which level paid for what)
+    return "What decided it: " + "; ".join(words) + f". {why}" + (f" {own}" if own else "")
 
 
 def against_others(trace, baseline, others) -> str:

@@ -13,6 +13,9 @@ itself (``discover``), gives every view a slot, and shows the slot only for trac
     ))
     register_note("bild", "BiLD is lossy: its output can differ from the target's.")
 
+A method may also add its own sentence to "why this speed" (``register_words``; ``chain.py`` says which level
+of a draft chain paid for what), so that the shared explanation names no method.
+
 Views must be plain functions of the trace (no model, no torch, no gradio), so that an uploaded trace
 replays them without a model.
 """
@@ -26,6 +29,7 @@ from typing import Callable, Literal
 
 VIEWS: dict[str, "MethodView"] = {}
 NOTES: dict[str, "MethodNote"] = {}
+WORDS: dict[str, Callable[[object], str]] = {}
 
 
 @dataclass(frozen=True)
@@ -80,6 +84,19 @@ def views_for(trace) -> list[MethodView]:
 def note_for(method: str) -> MethodNote | None:
     discover()
     return NOTES.get(method)
+
+
+def register_words(method: str, words: Callable[[object], str]) -> None:
+    """Add a method's own sentence to "why this speed": ``words(trace)`` in plain words from the run's numbers
+    ("" where it has nothing to say), so that the shared explanation names no method."""
+    WORDS[method] = words
+
+
+def words_for(trace) -> str:
+    """The run's method's own sentence for "why this speed" ("" for none)."""
+    discover()
+    words = WORDS.get(getattr(trace, "method", None))
+    return words(trace) if words is not None else ""
 
 
 MAX_ROUNDS_DRAWN = 256  # bars or columns a per-round panel draws at most

@@ -26,7 +26,7 @@ from plotly.subplots import make_subplots
 from ... import theory
 from ..style import BASELINE_COLOUR, RUN_COLOUR, TARGET_COLOUR, base_layout
 from ..text import plotly_text, safe_markdown
-from . import MethodView, register
+from . import MethodView, register, register_words
 from .hierarchical import level_totals
 
 INNER_GAMMAS = np.arange(1, 17)
@@ -47,10 +47,6 @@ class ChainCosts:
     inner_c: float
     proposals_per_inner_round: float
     seconds: dict       # per part, whole run after the first round: the levels below, the top draft, the target
-
-    @property
-    def inner_speedup(self) -> float:
-        return float(theory.speedup(self.inner_alpha, self.inner_gamma, self.inner_c))
 
     @property
     def expected(self) -> float:
@@ -126,8 +122,8 @@ def chain_theory_figure(trace, round_index: int) -> go.Figure:
             showlegend=row == 1, marker={"size": 12, "symbol": "diamond", "color": RUN_COLOUR,
                                          "line": {"color": "white", "width": 1}},
             hovertemplate=(f"this run: γ inner {k.inner_gamma}, α inner {k.inner_alpha:.2f}, c inner "
-                           f"{k.inner_c:.3f}<br>α {k.alpha:.2f}, γ {k.gamma:.1f}, c {k.c:.2f}<br>expected ×%{{y:.2f}} "
-                           f"(drafting alone ×{alone:.2f})<extra></extra>")), row=row, col=1)
+                           f"{k.inner_c:.3f}<br>α {k.alpha:.2f}, γ {k.gamma:.1f}, c {k.c:.2f}<br>"
+                           f"expected ×%{{y:.2f}} (drafting alone ×{alone:.2f})<extra></extra>")), row=row, col=1)
     fig.update_xaxes(title_text="γ inner (proposals per inner round)", dtick=1, row=1, col=1)
     fig.update_xaxes(title_text="α inner (share the draft accepts)", range=[0, 1], row=2, col=1)
     for row in (1, 2):
@@ -170,3 +166,4 @@ register(MethodView(
     description="Theorem 3.8 at each level of the chain, from this run's acceptance and costs: the expected "
                 "speed-up against γ inner and the proposer's acceptance, beside the top draft drafting alone.",
 ))
+register_words("hierarchical", chain_words)
