@@ -67,16 +67,25 @@ def applies(t: int, weight: torch.Tensor) -> bool:
     return t > 1 and weight.is_cuda and weight.dtype == torch.float32
 
 
-def product(module, x: torch.Tensor) -> torch.Tensor:
-    """``module(x)`` for x (1, T, I), through the split this (T, shape) measured fastest where one was chosen."""
+def product(module, x: torch.Tensor, residual: torch.Tensor | None = None) -> torch.Tensor:
+    """``module(x)`` for x (1, T, I), through the split this (T, shape) measured fastest where one was chosen;
+    with ``residual`` (1, T, O), ``residual + module(x)``, added into ``residual`` itself (which the caller
+    gives up) inside the product where it is a plain one: one kernel where a product and an add were two."""
     parts = weight_and_bias(module)
     t = x.shape[-2]
     splits = 1 if parts is None else _CHOICES.get(_key(t, parts[0]), 1)
     if FORCED and parts is not None and t > 1 and parts[0].shape[1] % FORCED == 0:
         splits = FORCED
+    if residual is not None and parts is not None and splits == 1 and parts[1] is None \
+            and residual.is_contiguous() and residual.dtype == parts[0].dtype:
+        flat = residual.view(t, -1)
+        flat.addmm_(x.reshape(t, -1), parts[0].t())
+        return residual
     if splits == 1:
-        return module(x)
-    return split_product(x.reshape(t, -1), *parts, splits)[None]
+        out = module(x)
+    else:
+        out = split_product(x.reshape(t, -1), *parts, splits)[None]
+    return out if residual is None else residual.add_(out)
 
 
 def choose(modules, t: int) -> None:
