@@ -99,3 +99,27 @@ class Controls(Showing):
                 p.gamma: gr.Number(value=pair.gamma, interactive=True, visible=True),
                 p.status: viz.safe_markdown(f"{pair.why()} {pair.fetch[:1].upper() + pair.fetch[1:] + '. ' if pair.fetch else ''}"
                                             "Press Run.")}
+
+
+def draft_left_behind(method: str, model: str, draft) -> str | None:
+    """The drafter ``method`` runs in place of ``draft`` where ``draft`` is one the page put there for another method
+    (a default or a preset) and ``method`` refuses it; None otherwise. Why: Run clicked right after the method
+    changed reads the drafter box before the method's own drafter has reached it (``method_changed``), and sent,
+    say, ``quantized``'s ``int4`` to ``hierarchical``, which refused it. A drafter the user typed is theirs: one that
+    is no method's default or preset is left for the run to refuse in its own words."""
+    registry = methods.discover()
+    chosen = registry.get(method)
+    typed = str(draft or "").strip()
+    if chosen is None or chosen.draft == "none" or not typed or chosen.accepts_draft(typed, chosen.make_options({})):
+        return None
+    model = (model or "default").strip()
+    presets = {}
+    for name, record in registry.items():
+        if record.preset is not None:
+            try:
+                presets[name] = explorer.method_preset(name, model)["draft"]
+            except explorer.ExplorerError:  # no preset for this model: nothing of it can be on the page
+                pass
+    if typed not in {record.default_draft for record in registry.values()} | set(presets.values()):
+        return None
+    return presets.get(method, chosen.default_draft)

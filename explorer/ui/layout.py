@@ -273,7 +273,7 @@ def _wire(p: Page, h: Handlers) -> None:
     p.run_btn.click(h.ask, outputs=[p.run_btn], queue=False, **quiet).then(
         gated(h.run),
         inputs=p.run_inputs(),
-        outputs=[*p.everything(), p.run_btn], concurrency_limit=DECODE_CONCURRENCY, concurrency_id="decode",
+        outputs=[*p.everything(), p.run_btn, p.draft], concurrency_limit=DECODE_CONCURRENCY, concurrency_id="decode",
         show_progress="minimal", show_progress_on=[p.status], api_visibility="private",
     ).then(h.ran, outputs=[p.run_btn], queue=False, **quiet)
     # Not queued: a Stop must get through while this session's decode holds its place in the queue.

@@ -19,6 +19,7 @@ from explorer.pace import probe_ms
 from . import zerogpu
 from .baseline import BASELINES
 from .comparing import CLICKS, FREE, Comparing, companion_system
+from .controls import draft_left_behind
 from .inputs import decode_options, precision
 from .session import STOPS, history_session, session_id
 from .showing import slider_for
@@ -49,6 +50,12 @@ class Running(Comparing):
         mine = CLICKS.latest(session)  # a newer click on Run ends this run's comparison (``comparing``)
         STOPS.begin(session)
         try:
+            own, swapped = draft_left_behind(values[p.method], model, values[p.draft]), ""
+            if own is not None:  # the method changed just before Run, and its drafter had not reached the box yet
+                swapped = viz.safe_markdown(f"\n\n{values[p.method]} runs its drafter {own}: the box still held "
+                                            f"{values[p.draft]}, another method's, when Run was pressed.")
+                values = {**values, p.draft: own}
+                yield {p.draft: gr.Dropdown(value=own, allow_custom_value=True), p.status: swapped.strip()}
             options = decode_options(values[p.method], values[p.draft], values[p.gamma], values[p.controller],
                                      values[p.temperature], values[p.top_k], values[p.top_p], values[p.max_new_tokens],
                                      values[p.seed])
@@ -59,7 +66,7 @@ class Running(Comparing):
                                                  history_session(request))
                 return
             options |= {"device": zerogpu.device_for(values.get(p.hardware))}
-            loading = f"◷ Loading {viz.safe_markdown(model)} and encoding the prompt…"
+            loading = f"◷ Loading {viz.safe_markdown(model)} and encoding the prompt…{swapped}"
             yield {p.status: loading, p.run_btn: gr.Button(interactive=False), p.keeping: gr.HTML(visible=False)}
             decoding = yield from waiting(
                 lambda: explorer.stream(model, prompt, session=history_session(request), **options),
