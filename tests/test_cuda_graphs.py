@@ -145,3 +145,23 @@ def test_split_products_decode_as_plain_decoding_does(tiny_target, monkeypatch, 
         got = explorer.decode(tiny_target, PROMPT, method=method, **settings).output_ids
     assert 4 in calls
     assert got == plain
+
+
+def test_joined_products_follow_a_weight_changed_in_place_and_graphs_of_the_old_copies_are_not_replayed(tiny_target):
+    from explorer.engine import static_stack
+
+    layer = tiny_target.model.model.layers[0]
+    q = layer.self_attn.q_proj.weight
+    before, generation = static_stack.joined(layer), static_stack.generation()
+    assert static_stack.joined(layer) is before  # made once per layer
+    assert torch.equal(before.qkv.dense[:q.shape[0]], q) and before.gate_up.dense.shape[0] == 2 * before.inner
+    try:
+        with torch.no_grad():
+            q.mul_(2)
+        after = static_stack.joined(layer)
+        assert after is not before and torch.equal(after.qkv.dense[:q.shape[0]], q)
+        assert static_stack.generation() == generation + 1  # in every graph's key (``cuda_graphs._replay``)
+    finally:
+        with torch.no_grad():
+            q.div_(2)
+    assert torch.equal(static_stack.joined(layer).qkv.dense[:q.shape[0]], q)

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gpu_check import random_default_shape  # noqa: E402
 
-from explorer.engine import cuda_graphs  # noqa: E402
+from explorer.engine import cuda_graphs, static_stack  # noqa: E402
 from explorer.engine.cache import CachedForward  # noqa: E402
 from explorer.engine.forward import full_forward  # noqa: E402
 
@@ -31,15 +31,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", default="1,8")
     parser.add_argument("--repeats", type=int, default=20)
-    parser.add_argument("--splits", type=int, default=cuda_graphs.SPLITS,
-                        help="cuda_graphs.SPLITS for this process (1: the unsplit weighted sum); to compare values, run "
+    parser.add_argument("--splits", type=int, default=static_stack.SPLITS,
+                        help="static_stack.SPLITS for this process (1: the unsplit weighted sum); to compare values, run "
                              "once per value: a graph's memory pool cannot be dropped and recaptured in one process")
     args = parser.parse_args()
     target = random_default_shape("cuda", None, 30)
     runner = CachedForward(full_forward(target.model), target.device)
     ids = [i % 1000 + 1 for i in range(256)]
     runner.logits(ids[:128], 1)
-    cuda_graphs.SPLITS = splits = args.splits
+    static_stack.SPLITS = splits = args.splits
     for t in (int(x) for x in args.rows.split(",")):
         for _ in range(3):  # captures
             runner.truncate(128)
