@@ -119,7 +119,7 @@ def test_every_lossless_method_decodes_through_it_as_plain_decoding_does(tiny_ta
     assert got == static_ar
 
 
-@pytest.mark.parametrize("splits", [2, 4, 16])
+@pytest.mark.parametrize("splits", [2, 4, 16, split_products.ROWS])
 def test_a_split_product_is_the_product(splits):
     """``engine.split_products``: the inputs in chunks, summed after, give x Wᵀ + b (float32 rounding apart)."""
     torch.manual_seed(0)
@@ -131,19 +131,20 @@ def test_a_split_product_is_the_product(splits):
     assert not torch.equal(split_products.split_product(x, weight, None, splits), torch.zeros(7, 1536))
 
 
+@pytest.mark.parametrize("splits", [4, split_products.ROWS])
 @pytest.mark.parametrize("method", ["speculative", "bita"])
-def test_split_products_decode_as_plain_decoding_does(tiny_target, monkeypatch, method):
-    """Every few-row product of the static stack split in 4 chunks (what a card may choose): greedy output is
-    still plain decoding's, and the split ran (a forced choice; on a GPU the choice is measured)."""
+def test_split_products_decode_as_plain_decoding_does(tiny_target, monkeypatch, method, splits):
+    """Every few-row product of the static stack split in 4 chunks, or run row by row (what a card may choose):
+    greedy output is still plain decoding's, and the choice ran (forced; on a GPU the choice is measured)."""
     settings = dict(max_new_tokens=16, temperature=0.0, draft="prompt-lookup:2" if method == "speculative" else None)
     plain = explorer.decode(tiny_target, PROMPT, method="ar", max_new_tokens=16, temperature=0.0).output_ids
     calls = []
     original = split_products.split_product
     monkeypatch.setattr(split_products, "split_product", lambda *a: calls.append(a[-1]) or original(*a))
-    monkeypatch.setattr(split_products, "FORCED", 4)
+    monkeypatch.setattr(split_products, "FORCED", splits)
     with cuda_graphs.static_on_cpu():
         got = explorer.decode(tiny_target, PROMPT, method=method, **settings).output_ids
-    assert 4 in calls
+    assert splits in calls
     assert got == plain
 
 

@@ -28,7 +28,8 @@ import torch.nn.functional as F
 from ..errors import one_line
 from .kernels import say
 
-CANDIDATES = (1, 2, 4, 8, 16)  # chunks tried (those that divide I into ≥ 32 features each)
+ROWS = 0  # a candidate beside the chunk counts: each row its own one-row product (``split_product``)
+CANDIDATES = (1, 2, 4, 8, 16, ROWS)  # tried: chunks (those that divide I into ≥ 32 features each), rows apart
 REPS = 16  # calls per timed graph: one call is a few µs, below what a CUDA event resolves well
 _CHOICES: dict[tuple, int] = {}  # (T, O, I, dtype, device) -> S
 _FAILED: list[str] = []  # why a timing failed, once
@@ -37,9 +38,15 @@ FORCED: int | None = None  # one S for every product of > 1 row that it divides,
 
 def split_product(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, splits: int) -> torch.Tensor:
     """``x Wᵀ (+ b)`` for x (T, I) and W (O, I), with the I inputs in ``splits`` chunks: Σₛ x[:, s] W[:, s]ᵀ as
-    one batched product (S, T, I/S)·(S, I/S, O) and a sum over S; both operands are strided views (no copy)."""
+    one batched product (S, T, I/S)·(S, I/S, O) and a sum over S; both operands are strided views (no copy).
+    ``splits`` = ``ROWS``: each row times W by itself, T one-row products (what a one-row step runs) in one batched
+    call over the same W (batch stride 0, no copy), where the card's few-row kernels are slower than T of them."""
     if splits == 1:
         return F.linear(x, weight, bias)
+    if splits == ROWS:
+        t = x.shape[0]
+        out = torch.bmm(x[:, None, :], weight.t()[None].expand(t, -1, -1))[:, 0]  # (T, 1, I)·(T, I, O) -> (T, O)
+        return out if bias is None else out + bias
     t, i = x.shape
     o, chunk = weight.shape[0], i // splits
     parts = torch.bmm(x.view(t, splits, chunk).transpose(0, 1), weight.view(o, splits, chunk).permute(1, 2, 0))
@@ -74,7 +81,8 @@ def product(module, x: torch.Tensor, residual: torch.Tensor | None = None) -> to
     parts = weight_and_bias(module)
     t = x.shape[-2]
     splits = 1 if parts is None else _CHOICES.get(_key(t, parts[0]), 1)
-    if FORCED and parts is not None and t > 1 and parts[0].shape[1] % FORCED == 0:
+    if FORCED is not None and FORCED != 1 and parts is not None and t > 1 \
+            and (FORCED == ROWS or parts[0].shape[1] % FORCED == 0):
         splits = FORCED
     if residual is not None and parts is not None and splits == 1 and parts[1] is None \
             and residual.is_contiguous() and residual.dtype == parts[0].dtype:
@@ -98,8 +106,8 @@ def choose(modules, t: int) -> None:
         weight, bias = parts
         x = torch.randn(t, weight.shape[1], device=weight.device, dtype=weight.dtype)
         try:
-            timed = {s: _time(x, weight, bias, s) for s in CANDIDATES if weight.shape[1] % s == 0
-                     and weight.shape[1] // s >= 32}
+            timed = {s: _time(x, weight, bias, s) for s in CANDIDATES if s == ROWS or (weight.shape[1] % s == 0
+                     and weight.shape[1] // s >= 32)}
         except Exception as err:  # noqa: BLE001 — a timing that fails leaves the plain product, said once
             if not _FAILED:
                 _FAILED.append(one_line(err, 160))
@@ -132,6 +140,6 @@ def _time(x, weight, bias, splits) -> float:
 
 
 def choices() -> list[dict]:
-    """What was chosen, for reports: one row per (T, O, I)."""
-    return [{"rows": t, "out": o, "in": i, "splits": s} for (t, o, i, _, _), s in sorted(
+    """What was chosen, for reports: one row per (T, O, I); ``ROWS`` said as "rows apart"."""
+    return [{"rows": t, "out": o, "in": i, "splits": "rows apart" if s == ROWS else s} for (t, o, i, _, _), s in sorted(
         _CHOICES.items(), key=lambda kv: kv[0][:3])]
