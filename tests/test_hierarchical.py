@@ -139,3 +139,16 @@ def test_the_bench_names_hierarchical_systems():
     system = bench.parse_system("hierarchical:prompt-lookup:3>early-exit:4/heuristic@6", 4, "fixed")
     assert (system.method, system.draft, system.controller, system.gamma) == (
         "hierarchical", "prompt-lookup:3>early-exit:4", "heuristic", 6)
+
+
+def test_the_runs_summary_names_every_level_of_the_chain_not_only_the_top_one(tiny_target):
+    """The page's 'Draft used' line is a draft's first clause (how each level runs is folded): a chain's must name
+    its proposer, which it once left in the folded part ('int4: …' alone read as quantized's run)."""
+    from explorer.viz.summary import draft_line, plain_and_technical
+
+    t = explorer.decode(tiny_target, "hello there hello there", method="hierarchical", draft="prompt-lookup:3>int4",
+                        inner_gamma=3, max_new_tokens=6)
+    head, how = plain_and_technical(t.draft_about)
+    assert head.startswith("prompt-lookup:3 proposing 3 tokens an inner round to int4: the target's own weights")
+    assert "kernel" in how and "kernel" not in head
+    assert "prompt\\-lookup:3 proposing 3 tokens" in draft_line(t)

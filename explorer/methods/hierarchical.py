@@ -61,7 +61,8 @@ class HierarchicalDrafter(Drafter):
         self.lower, self.upper, self.inner_gamma = lower, upper, inner_gamma
         self.runner = upper.runner
         self.spec = f"{lower.spec}>{upper.spec}"
-        self.about = f"{upper.about}, drafted by {lower.about} ({inner_gamma} per inner round)"
+        # the chain first: a summary shows a draft's first clause and folds the rest (how each level runs) away
+        self.about = f"{lower.spec} proposing {inner_gamma} tokens an inner round to {upper.about}"
         self.levels = (lower.levels if isinstance(lower, HierarchicalDrafter) else [lower.spec]) + [upper.spec]
 
     def propose(self, context, k, cfg, rng, stop) -> Proposal:
