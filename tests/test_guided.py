@@ -58,3 +58,18 @@ def test_token_text_is_escaped():
     evil = dataclasses.replace(trace, token_text={**trace.token_text, r.drafted[0]: "<img src=x onerror=alert(1)>"})
     shown = viz.guided_round_html(evil, r.index, 4)
     assert "<img" not in shown and "&lt;img src=x onerror=alert(1)&gt;" in shown
+
+
+def test_a_chains_draft_step_says_what_each_level_ran_not_one_step_a_token():
+    """A chain's draft_forwards counts its drafted tokens (c per drafted token); the walk-through once told a
+    student "8 draft steps" where the 4-bit copy ran 6 forwards and prompt lookup none."""
+    import explorer
+
+    trace = explorer.decode("tiny-random:1", "the cat sat on the mat, the cat sat on", method="hierarchical",
+                            draft="prompt-lookup:2>model:tiny-random:2:1", max_new_tokens=8)
+    r = next(x for x in trace.rounds if x.drafted)
+    forwards = r.detail["level_forwards"]
+    shown = viz.guided_round_html(trace, r.index, 1)
+    assert (f"through its chain, smallest level first (prompt-lookup:2 {forwards[0]} forward"
+            f"{'s' if forwards[0] != 1 else ''}, model:tiny-random:2:1 {forwards[1]} forward") in shown
+    assert "draft step" not in shown + viz.guided_round_html(trace, r.index, 4)

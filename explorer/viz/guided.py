@@ -96,13 +96,25 @@ def _context(trace, r) -> str:
 def _draft(trace, r) -> str:
     chips = "".join(_chip(trace, t, f"q {q:.2f}") for t, q in zip(r.drafted, r.q_drafted))
     who = html.escape(trace.draft or trace.method)
-    if r.draft_forwards == 0:  # prompt lookup copies; BiTA's masks draft inside the target's own pass
+    chain = _chain_forwards(r)
+    if chain:
+        how = f"through its chain, smallest level first ({chain}; {1000 * r.timing.draft_s:.1f} ms)"
+    elif r.draft_forwards == 0:  # prompt lookup copies; BiTA's masks draft inside the target's own pass
         how = f"without a model step of its own ({1000 * r.timing.draft_s:.1f} ms)"
     else:
         how = (f"one after another ({r.draft_forwards} draft step{'s' if r.draft_forwards != 1 else ''}, "
                f"{1000 * r.timing.draft_s:.1f} ms)")
     return (f"The drafter ({who}) proposed <b>{len(r.drafted)}</b> tokens {how}. q is how likely the drafter found "
-            f"each (1.00 for a copy):<div>{chips}</div>")
+            f"each (1.00 for a token copied from the text so far):<div>{chips}</div>")
+
+
+def _chain_forwards(r) -> str:
+    """A chain's forwards per level in words ("prompt-lookup:3 0 forwards, int4 6 forwards"), smallest level first;
+    "" for one draft. Why: a chain's ``draft_forwards`` counts its drafted tokens (c is then per drafted token)."""
+    levels, forwards = (r.detail or {}).get("levels"), (r.detail or {}).get("level_forwards")
+    if not levels or not forwards or len(levels) != len(forwards):
+        return ""
+    return ", ".join(f"{html.escape(str(name))} {n} forward{'s' if n != 1 else ''}" for name, n in zip(levels, forwards))
 
 
 def _verify(trace, r) -> str:
@@ -166,8 +178,9 @@ def _finish(trace, r) -> str:
         else:
             words.append(f"The target added {chip}.")
     n = len(r.emitted)
-    words.append(f"<b>This round: {n} token{'s' if n != 1 else ''} for one target pass</b> and {r.draft_forwards} "
-                 f"draft step{'s' if r.draft_forwards != 1 else ''} ({1000 * r.timing.total_s:.1f} ms); plain decoding "
+    drafting = _chain_forwards(r) or f"{r.draft_forwards} draft step{'s' if r.draft_forwards != 1 else ''}"
+    words.append(f"<b>This round: {n} token{'s' if n != 1 else ''} for one target pass</b> and {drafting} "
+                 f"({1000 * r.timing.total_s:.1f} ms); plain decoding "
                  f"would have needed {n} target pass{'es' if n != 1 else ''}.")
     return " ".join(words)
 
