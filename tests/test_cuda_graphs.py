@@ -153,6 +153,10 @@ def test_joined_products_follow_a_weight_changed_in_place_and_graphs_of_the_old_
 
     layer = tiny_target.model.model.layers[0]
     q = layer.self_attn.q_proj.weight
+    # what a capture times the splits of (``cuda_graphs._replay`` → ``split_products.choose``): the joined products
+    qkv, o, gate_up, down = static_stack.products(layer)
+    assert qkv is static_stack.joined(layer).qkv and gate_up is static_stack.joined(layer).gate_up
+    assert (o, down) == (layer.self_attn.o_proj, layer.mlp.down_proj)
     before, generation = static_stack.joined(layer), static_stack.generation()
     assert static_stack.joined(layer) is before  # made once per layer
     assert torch.equal(before.qkv.dense[:q.shape[0]], q) and before.gate_up.dense.shape[0] == 2 * before.inner

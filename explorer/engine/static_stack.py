@@ -38,8 +38,8 @@ def products(layer) -> tuple:
     """A layer's product modules, in the order ``_layer`` runs them: 4 (q/k/v, o, gate/up, down)."""
     if isinstance(layer, FusedLlamaLayer):
         return layer.qkv, layer.o_proj, layer.gate_up, layer.down_proj
-    joined = joined(layer)
-    return joined.qkv, layer.self_attn.o_proj, joined.gate_up, layer.mlp.down_proj
+    parts = joined(layer)
+    return parts.qkv, layer.self_attn.o_proj, parts.gate_up, layer.mlp.down_proj
 
 
 class Dense(torch.nn.Module):
@@ -78,12 +78,12 @@ class Joined:
 def joined(layer) -> Joined:
     """``layer``'s joined products; a weight changed since they were made remakes them (a graph reads the copies,
     not the model's weights: ``generation`` tells the graphs)."""
-    joined = _JOINED.get(layer)
-    if joined is None or not joined.fresh():
-        if joined is not None:
+    parts = _JOINED.get(layer)
+    if parts is None or not parts.fresh():
+        if parts is not None:
             _REMADE[0] += 1
-        joined = _JOINED[layer] = Joined(layer)
-    return joined
+        parts = _JOINED[layer] = Joined(layer)
+    return parts
 
 
 def _heads_per_group(layer) -> int:
@@ -124,16 +124,14 @@ def group_rows(mask: torch.Tensor, heads_per_group: int) -> torch.Tensor:
 def whole_buffer_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor,
                            scale: float) -> torch.Tensor:
     """softmax(q kᵀ · scale + mask) v over a whole KV buffer, grouped-query heads: q (N, T, D), k and v (G, C, D),
-    mask additive, (T, C) or already ``group_rows``' (R, C) -> (T, N·D), as ``layer_maths.attention`` but with
-    the weighted sum over the C positions split into ``SPLITS`` chunks that are summed after (flash-decoding's
-    split of the keys). Why: the sum is a product of a few rows by C = 1 024 positions, which a GPU's product kernel walks in one tile's serial loop:
-    36 µs a layer, a third of a graphed one-row forward's kernel time (H100, float32, 2026-11-27,
-    ``tools/gpu_profile.py``); split, the chunks run side by side."""
+    mask additive, as ``group_rows`` gives it (R, C) -> (T, N·D), as ``layer_maths.attention`` but with the
+    weighted sum over the C positions split into ``SPLITS`` chunks that are summed after (flash-decoding's split
+    of the keys). Why: the sum is a product of a few rows by C = 1 024 positions, which a GPU's product kernel
+    walks in one tile's serial loop: 36 µs a layer, a third of a graphed one-row forward's kernel time (H100,
+    float32, 2026-11-27, ``tools/gpu_profile.py``); split, the chunks run side by side."""
     n, t, d = q.shape
     g, c = k.shape[0], k.shape[1]
     rows = (n // g) * t  # each key/value head's query rows: N/G heads × T
-    if mask.shape[0] != rows:
-        mask = group_rows(mask, n // g)
     scores = torch.baddbmm(mask, q.reshape(g, rows, d), k.transpose(1, 2), alpha=scale)  # scaled, masked: one kernel
     weights = torch.softmax(scores.float(), dim=-1).to(q.dtype)  # (G, R, C)
     splits = SPLITS if c % SPLITS == 0 else 1
