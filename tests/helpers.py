@@ -6,6 +6,7 @@ helpers are in conftest_ui.py), so that no test file imports another:
   ``chi_square_pvalue`` (a target's exact two-token distribution and a chi-square fit against it);
 - ``busy``: busy loops in other processes, more than this machine's cores, for the busy-machine tests;
 - ``run_cli``: ``python -m explorer …`` run in this process (what a subprocess shows, without a cold start);
+- ``page_handlers``, ``run_values``: the page's handlers as ``python app.py`` builds them, and Run's inputs;
 - hand-built EESD Thompson-sampling traces whose ``controller`` dicts follow the engine's contract:
   ``make_trace`` (and the rounds, controllers and summary it is built from)."""
 
@@ -56,6 +57,19 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
         except SystemExit as exit_:
             code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
     return subprocess.CompletedProcess(["python", "-m", "explorer", *args], code or 0, out.getvalue(), err.getvalue())
+
+
+def page_handlers():
+    """The page's handlers (``explorer.ui``) from a freshly built demo; their ``page`` holds its components."""
+    from explorer.ui import layout
+
+    demo = layout.build_demo()
+    return next(f.fn for f in demo.fns.values() if getattr(f, "name", None) == "run").__wrapped__.__self__
+
+
+def run_values(page, changes: dict) -> dict:
+    """What Run reads (``Page.run_inputs``), each component at its value on a fresh page, ``changes`` applied."""
+    return {c: c.value for c in page.run_inputs()} | changes
 
 
 def load(name: str):

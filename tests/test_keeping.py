@@ -10,9 +10,10 @@ from types import SimpleNamespace
 
 import pytest
 
+from helpers import page_handlers, run_values
+
 import explorer
 from explorer.quality import first_divergence, token_agreement
-from explorer.ui import layout
 from explorer.ui.comparing import CLICKS, companion_system
 from explorer.ui.examples import EXAMPLES
 from explorer.viz.keeping import Keeping, keeping_html, keeping_words
@@ -64,8 +65,7 @@ def test_the_page_opens_on_the_fastest_lossless_method_with_the_story_ready():
     assert explorer.method_preset is not None  # its preset is what the page's γ and controller start on
     from explorer.methods.quantized import PRESET
     assert (PRESET["draft"], PRESET["controller"], PRESET["gamma"]) == (first.draft, first.controller, first.gamma)
-    demo = layout.build_demo()
-    page = next(f.fn for f in demo.fns.values() if getattr(f, "name", None) == "run").__wrapped__.__self__.page
+    page = page_handlers().page
     assert page.method.value == "quantized" and page.draft.value == "int4" and page.prompt.value == first.prompt
     assert page.keeping.visible and "What keeping the text costs" in page.keeping.value
 
@@ -83,12 +83,10 @@ def test_a_quantized_run_stands_beside_its_other_role():
 def test_after_a_run_the_page_is_free_and_the_comparison_is_drawn_or_ended_by_a_new_run(tiny_target):
     """The run gives Run back when its rounds end; its comparison (plain decoding and the copy alone, taking turns)
     then fills the view; a newer click ends a comparison still under way, and keeps the newer run's Stop."""
-    demo = layout.build_demo()
-    handlers = next(f.fn for f in demo.fns.values() if getattr(f, "name", None) == "run").__wrapped__.__self__
+    handlers = page_handlers()
     page = handlers.page
-    values = {c: c.value for c in page.run_inputs()}
-    values.update({page.model: "tiny-random", page.prompt: "the cat sat on the mat, the cat sat", page.max_new_tokens: 12,
-                   page.method: "quantized", page.draft: "int4"})
+    values = run_values(page, {page.model: "tiny-random", page.prompt: "the cat sat on the mat, the cat sat",
+                               page.max_new_tokens: 12, page.method: "quantized", page.draft: "int4"})
     request = SimpleNamespace(session_hash="keeping-test")
     handlers.ask(request)
     updates = list(handlers.run(values, request))
@@ -116,10 +114,9 @@ def test_after_a_run_the_page_is_free_and_the_comparison_is_drawn_or_ended_by_a_
 
 def test_choosing_the_copy_alone_marks_the_banner_lossy():
     """#48: with the copy's role set to alone the banner still read as a lossless method's."""
-    demo = layout.build_demo()
-    handlers = next(f.fn for f in demo.fns.values() if getattr(f, "name", None) == "run").__wrapped__.__self__
+    handlers = page_handlers()
     page = handlers.page
-    values = {c: c.value for c in page.run_inputs()} | {page.method: "quantized"}
+    values = run_values(page, {page.method: "quantized"})
     values[page.options.controls["quantized_role"]] = "alone"
     assert "Lossy method" in handlers.options_changed(values)[page.banner]
     values[page.options.controls["quantized_role"]] = "draft"

@@ -5,7 +5,8 @@ box and says so; a drafter the user typed is never replaced: the run refuses it 
 
 from types import SimpleNamespace
 
-from explorer.ui import layout
+from helpers import page_handlers, run_values
+
 from explorer.ui.controls import draft_left_behind
 
 
@@ -24,17 +25,11 @@ def test_a_drafter_the_method_runs_or_the_user_typed_is_kept():
     assert draft_left_behind("hierarchical", "default", "  ") is None
 
 
-def _handlers():
-    demo = layout.build_demo()
-    return next(f.fn for f in demo.fns.values() if getattr(f, "name", None) == "run").__wrapped__.__self__
-
-
 def test_run_pressed_before_the_drafter_followed_the_method_runs_the_methods_drafter():
-    handlers = _handlers()
+    handlers = page_handlers()
     page = handlers.page
-    values = {c: c.value for c in page.run_inputs()}
-    values.update({page.model: "tiny-random", page.prompt: "the cat sat on the mat", page.max_new_tokens: 6,
-                   page.method: "hierarchical", page.draft: "int4"})  # what the box held on quantized
+    values = run_values(page, {page.model: "tiny-random", page.prompt: "the cat sat on the mat", page.max_new_tokens: 6,
+                               page.method: "hierarchical", page.draft: "int4"})  # what the box held on quantized
     request = SimpleNamespace(session_hash="method-switch-test")
     handlers.ask(request)
     updates = list(handlers.run(values, request))
@@ -48,11 +43,10 @@ def test_run_pressed_before_the_drafter_followed_the_method_runs_the_methods_dra
 
 
 def test_a_drafter_the_user_typed_is_refused_in_one_line_not_replaced():
-    handlers = _handlers()
+    handlers = page_handlers()
     page = handlers.page
-    values = {c: c.value for c in page.run_inputs()}
-    values.update({page.model: "tiny-random", page.prompt: "the cat sat on the mat", page.max_new_tokens: 6,
-                   page.method: "hierarchical", page.draft: "model:tiny-random:2"})
+    values = run_values(page, {page.model: "tiny-random", page.prompt: "the cat sat on the mat", page.max_new_tokens: 6,
+                               page.method: "hierarchical", page.draft: "model:tiny-random:2"})
     request = SimpleNamespace(session_hash="method-switch-typed")
     handlers.ask(request)
     updates = list(handlers.run(values, request))

@@ -9,10 +9,11 @@ from types import SimpleNamespace
 
 import pytest
 
+from helpers import page_handlers, run_values
+
 import explorer
 from explorer import notices
 from explorer.engine import kernels
-from explorer.ui import layout
 from explorer.ui.waiting import for_the_page, waiting
 
 
@@ -54,12 +55,10 @@ def test_a_run_waiting_on_one_time_work_says_what_it_is(tiny_target, monkeypatch
         return real(*args, **kwargs)
 
     monkeypatch.setattr(explorer, "stream", slow_stream)
-    demo = layout.build_demo()
-    handlers = next(f.fn for f in demo.fns.values() if getattr(f, "name", None) == "run").__wrapped__.__self__
+    handlers = page_handlers()
     page = handlers.page
-    values = {c: c.value for c in page.run_inputs()}
-    values.update({page.model: "tiny-random", page.prompt: "abc", page.max_new_tokens: 4, page.method: "speculative",
-                   page.draft: "model:tiny-random:2:1"})
+    values = run_values(page, {page.model: "tiny-random", page.prompt: "abc", page.max_new_tokens: 4,
+                               page.method: "speculative", page.draft: "model:tiny-random:2:1"})
     statuses = [u[page.status] for u in handlers.run(values, SimpleNamespace(session_hash="waiting-test"))
                 if page.status in u]
     waited = [s for s in statuses if "One-time work on this machine" in s]
