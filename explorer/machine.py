@@ -76,6 +76,11 @@ def _megabytes(size: str) -> str:
     return f"{mb:g} MB"
 
 
+def cpu_flags() -> frozenset[str]:
+    """The first processor's feature flags, as /proc/cpuinfo names them (empty where there is none)."""
+    return frozenset(_cpuinfo().get("flags", "").split())
+
+
 def cores() -> int:
     """The cores this process may run on (a container's share, not the host's)."""
     try:
@@ -91,7 +96,7 @@ def describe() -> dict[str, object]:
     import torch  # here, not at import: the leaves import no heavy library at import time
 
     info = _cpuinfo()
-    flags = set(info.get("flags", "").split())
+    flags = cpu_flags()
     caches = _cache_sizes()
     return {
         "cpu": info.get("model name") or platform.processor() or platform.machine() or "unknown CPU",

@@ -79,6 +79,8 @@ def test_an_installed_copy_imports_from_anywhere_with_its_assets_and_its_command
     assert found["exits"] == len(list((shipped / "early-exit").glob("*.safetensors"))) > 0
     assert found["benchmarks"] == len(list(shipped.glob("bench-*.json")))
     assert not (Path(found["assets"]) / "screens").exists()  # the docs' screenshots stay out of the package
+    kernel = Path(found["package"]).parent / "engine" / "q4_vnni.cpp"  # built where it runs (engine/q4_vnni.py)
+    assert kernel.read_bytes() == (ROOT / "explorer" / "engine" / "q4_vnni.cpp").read_bytes()
     command = venv / "bin" / "spec-explorer"
     helped = outside([str(command), "--help"], away)
     assert helped.returncode == 0 and "run" in helped.stdout and "bench" in helped.stdout, helped.stderr[-2000:]

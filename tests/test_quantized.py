@@ -205,9 +205,22 @@ def test_the_views_say_where_the_copy_parted(tiny_target):
 
 # -- which kernel: decided once per machine, never by a busy moment (#49) -----------------------------------
 
+@pytest.fixture
+def no_vnni(monkeypatch):
+    """torch's int4 kernel alone against the plain product (``engine.q4_vnni`` turned off for the test)."""
+    from explorer.engine import q4_vnni
+
+    monkeypatch.setenv("EXPLORER_Q4_VNNI", "0")
+    q4_vnni.load.cache_clear()
+    yield
+    monkeypatch.delenv("EXPLORER_Q4_VNNI")
+    q4_vnni.load.cache_clear()
+
+
 def _fresh_choice(monkeypatch, tmp_path, timings, paces):
     """``choose`` in an empty cache with the products' timings and the pace probe given (the real kernels cannot
-    be made slower on demand); returns (family, why)."""
+    be made slower on demand); returns (family, why). ``timings``: per round, each competing kernel's then the plain
+    product's."""
     import explorer.pace
 
     monkeypatch.setenv("EXPLORER_CACHE", str(tmp_path))
@@ -218,7 +231,7 @@ def _fresh_choice(monkeypatch, tmp_path, timings, paces):
     return lowbit.choose("int4", torch.device("cpu"), torch.bfloat16, 960, 576)
 
 
-def test_a_kernel_choice_is_kept_for_the_machine(monkeypatch, tmp_path):
+def test_a_kernel_choice_is_kept_for_the_machine(monkeypatch, tmp_path, no_vnni):
     dense_wins = [(4e-3, 1e-3)] * lowbit.ROUNDS
     family, why = _fresh_choice(monkeypatch, tmp_path, dense_wins, [1.6] * (lowbit.ROUNDS + 1))
     assert family == "dense" and "slower here" in why
@@ -228,7 +241,7 @@ def test_a_kernel_choice_is_kept_for_the_machine(monkeypatch, tmp_path):
         ("dense", why + "; measured once on this machine")
 
 
-def test_a_busy_moment_decides_nothing(monkeypatch, tmp_path):
+def test_a_busy_moment_decides_nothing(monkeypatch, tmp_path, no_vnni):
     """Dense timed faster while the pace probe moved 4× (a fresh app on a loaded machine): the kernel is kept
     for now and nothing is written, so the next process measures again."""
     family, why = _fresh_choice(monkeypatch, tmp_path, [(4e-3, 1e-3)] * lowbit.ROUNDS, [1.6, 6.4, 1.6, 6.4])
@@ -236,7 +249,22 @@ def test_a_busy_moment_decides_nothing(monkeypatch, tmp_path):
     assert not list(tmp_path.rglob("lowbit-*.json"))
 
 
-def test_one_round_the_kernel_wins_keeps_the_kernel(monkeypatch, tmp_path):
+def test_one_round_the_kernel_wins_keeps_the_kernel(monkeypatch, tmp_path, no_vnni):
     rounds = [(4e-3, 1e-3), (1e-3, 2e-3), (4e-3, 1e-3)]
     family, _ = _fresh_choice(monkeypatch, tmp_path, rounds, [1.6] * (lowbit.ROUNDS + 1))
     assert family == "int4"
+
+
+def test_torchs_int4_kernel_is_chosen_over_the_vnni_one_only_when_faster_every_time(monkeypatch, tmp_path):
+    """Where ``engine.q4_vnni``'s kernel runs, it and torch's compete: torch's only where it was clearly faster in
+    every round (as the plain product must be to win), and the reason names both."""
+    from explorer.engine import q4_vnni
+
+    if q4_vnni.load() is not None:
+        pytest.skip(f"no VNNI kernel here: {q4_vnni.load()}")
+    quiet = [1.6] * (lowbit.ROUNDS + 1)
+    family, why = _fresh_choice(monkeypatch, tmp_path, [(3e-5, 1e-5, 9e-5)] * lowbit.ROUNDS, quiet)
+    assert family == "int4" and why.startswith("int4 kernel") and "the int4x8 kernel 3.0× its time" in why
+    once = [(3e-5, 1e-5, 9e-5), (1e-5, 3e-5, 9e-5), (3e-5, 1e-5, 9e-5)]
+    family, why = _fresh_choice(monkeypatch, tmp_path / "again", once, quiet)
+    assert family == "int4x8" and "9.0× a bfloat16 product" in why

@@ -49,7 +49,7 @@ def example_weights(shape: LayerShape, generator=None) -> list[torch.Tensor]:
     outs = [(shape.heads + 2 * shape.kv_heads) * shape.head_dim, shape.hidden, 2 * shape.inner, shape.hidden]
     ins = [shape.hidden, shape.heads * shape.head_dim, shape.hidden, shape.inner]
     dense = [torch.randn(o, i, generator=generator) * i ** -0.5 for o, i in zip(outs, ins)]
-    if shape.family in ("int4", "int8"):  # the family's own tensors, never a timing's choice (``lowbit.choose``):
+    if shape.family in lowbit.KERNEL_FAMILIES:  # the family's own tensors, never a timing's choice (``lowbit.choose``):
         # a busy child once chose the de-quantised product, failed this compile and marked it failed for good
         products = [lowbit.rounded_tensors(shape.family, w, dtype) for w in dense]
     elif shape.family == "onednn":

@@ -36,7 +36,7 @@ import torch
 
 from .. import machine
 from ..errors import one_line
-from . import compile_child, layer_maths, lowbit
+from . import compile_child, layer_maths, lowbit, q4_vnni
 from .compile_child import example_arguments, example_weights
 from .kernels import say
 from .layer_maths import LayerShape, llama_layer
@@ -94,12 +94,12 @@ def status() -> dict[str, str]:
 
 def source_key() -> str:
     """The code that makes the compiled code, and only that: the layer's maths (``layer_maths``), the low-bit
-    kernel calls it traces (``lowbit.multiply``) and what the child runs to trace and compile it (its example
+    kernel calls it traces (``lowbit.multiply``, with the VNNI kernel's shape function) and what the child runs to trace and compile it (its example
     sizes and arguments, inductor's options: ``compile_child``). An edit to one of them makes a new artifact; an
     edit to this module (the policy, the cache, the build's time limit, the check) keeps every artifact."""
     digest = hashlib.sha256()
     for part in (Path(layer_maths.__file__).read_bytes(), inspect.getsource(lowbit.multiply).encode(),
-                 Path(compile_child.__file__).read_bytes()):
+                 inspect.getsource(q4_vnni._shape).encode(), Path(compile_child.__file__).read_bytes()):
         digest.update(hashlib.sha256(part).digest())
     return digest.hexdigest()[:12]
 

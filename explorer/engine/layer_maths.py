@@ -30,7 +30,7 @@ from . import lowbit
 FAMILY = {"mkl": "mkl", "onednn-1": "onednn", "onednn-8": "onednn"}  # kernel -> the graph that calls it
 # tensors each product's weight is passed as, per family: one (dense or packed), or the low-bit kernels' two
 # (``engine.lowbit``: codes and their scales); "dense" is a low-bit layer's de-quantised fallback (a plain product)
-ARITY = {"mkl": 1, "onednn": 1, "dense": 1, "int4": 2, "int8": 2}
+ARITY = {"mkl": 1, "onednn": 1, "dense": 1, "int4": 2, "int4x8": 2, "int8": 2}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,7 +45,7 @@ class LayerShape:
     eps: float
     scaling: float
     dtype: str  # "float32" | "bfloat16"
-    family: str  # "onednn" (packed weights) | "mkl" or "dense" (dense weights) | "int4" | "int8" (engine.lowbit)
+    family: str  # "onednn" (packed weights) | "mkl" or "dense" (dense weights) | "int4" | "int4x8" | "int8" (engine.lowbit)
     bias: bool  # the products add biases
     attention: str = "bmm"  # "bmm" (``attention``) | "rows" (``attention_rows``: a low-bit copy's steps of ≤ 8 rows)
 

@@ -13,7 +13,9 @@ Formats (``GROUP`` = 32 weights along the input per scale):
     int8  w = s·q per output row, codes q in −127…127.
 
 Kernels: ``aten._weight_int4pack_mm_for_cpu`` (CPU) or ``aten._weight_int4pack_mm`` (CUDA: the tinygemm
-kernel, its own packing of the same codes, ``pack_int4``) and ``aten._weight_int8pack_mm``. On x86 both are
+kernel, its own packing of the same codes, ``pack_int4``) and ``aten._weight_int8pack_mm``; on a CPU with AVX-512
+VNNI also ``engine.q4_vnni``'s "int4x8" (the same codes; activations rounded to int8 per group of 32, as
+llama.cpp's Q4_1 × Q8 product does; built here once). On x86 torch's are
 vectorised for bfloat16 activations only (float32 ones run a scalar loop), and CUDA's int4 kernel takes
 bfloat16 alone, so a low-bit product takes and gives bfloat16. Which runs is decided per process by measuring
 this machine (``choose``): the low-bit kernel where it exists, agrees with the plain product and beats the same
@@ -37,7 +39,8 @@ import torch.nn.functional as F
 from .products import LayerProduct, Product
 
 GROUP = 32  # weights per scale along the input (Q4_1's block)
-FAMILIES = ("int4", "int8", "dense")  # how a LowBitLinear multiplies (``multiply``)
+KERNEL_FAMILIES = ("int4", "int4x8", "int8")  # the low-bit kernels (int4x8: ``engine.q4_vnni``'s, int8 activations)
+FAMILIES = KERNEL_FAMILIES + ("dense",)  # how a LowBitLinear multiplies (``multiply``)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,8 +108,20 @@ def rounded_tensors(family: str, weight: torch.Tensor, dtype: torch.dtype) -> tu
     per row (``int8_rows``). What the kernel choice times and the compiled layer is traced with."""
     if family == "int4":
         return pack_int4(Int4Blocks.rounded(weight), dtype)
+    if family == "int4x8":
+        return pack_int4x8(Int4Blocks.rounded(weight))
     codes, scales = int8_rows(weight)
     return codes, scales.to(dtype)
+
+
+def pack_int4x8(blocks: Int4Blocks) -> tuple[torch.Tensor, torch.Tensor]:
+    """The blocks in ``engine.q4_vnni``'s layout (its kernel loaded here, else a RuntimeError saying why)."""
+    from . import q4_vnni
+
+    missing = q4_vnni.load()
+    if missing is not None:
+        raise RuntimeError(f"no int4x8 kernel here: {missing}")
+    return q4_vnni.pack(blocks.codes, blocks.scale, blocks.minimum)
 
 
 def _inner_k_tiles(in_features: int) -> int:
@@ -121,6 +136,8 @@ def multiply(family: str, x: torch.Tensor, tensors: tuple[torch.Tensor, ...]) ->
         if x.is_cuda:
             return torch.ops.aten._weight_int4pack_mm(x, packed, GROUP, scale_zero)
         return torch.ops.aten._weight_int4pack_mm_for_cpu(x, packed, GROUP, scale_zero)
+    if family == "int4x8":
+        return torch.ops.explorer_q4.gemm(x, *tensors)
     if family == "int8":
         codes, scales = tensors
         return torch.ops.aten._weight_int8pack_mm(x, codes, scales)
@@ -149,6 +166,8 @@ class LowBitLinear(torch.nn.Module, LayerProduct):
         family, why = choose("int4", blocks.codes.device, dtype, o, i)
         if family == "int4":
             tensors = pack_int4(blocks, dtype)
+        elif family == "int4x8":
+            tensors = pack_int4x8(blocks)
         else:
             tensors = (blocks.dense().to(dtype),)
         return LowBitLinear(family, tensors, o, i, bias, dtype, why)
@@ -220,12 +239,13 @@ PROBE_SHAPE = (1536, 576)  # (O, I) of the product timed for the choice: a defau
 # the bigger weights, while a forward streams every layer's from memory, where the low-bit bytes pay
 CLEARLY_FASTER = 0.8
 ROUNDS = 3  # timings of both products, interleaved; dense must win every one
-CHOICE_VERSION = 1  # of the record kept per machine; another version is measured again
+CHOICE_VERSION = 2  # of the record kept per machine; another version is measured again (2: int4x8 competes)
 
 
 def choose(bits: str, device: torch.device, dtype: torch.dtype, out_features: int, in_features: int) -> tuple[str, str]:
     """(family, why in a few words) for a ``bits`` ("int4" | "int8") product of this shape: the low-bit kernel
-    where it runs here and agrees with the plain product, unless the same weights de-quantised to ``dtype`` were
+    where it runs here and agrees with the plain product (for int4 on a CPU, ``engine.q4_vnni``'s "int4x8" unless
+    torch's was clearly faster in every timing; ``_measure``), unless the same weights de-quantised to ``dtype`` were
     clearly faster in every one of ``ROUNDS`` interleaved timings taken while the machine's pace held; "dense"
     otherwise. Decided once per machine and kept (``$EXPLORER_CACHE/kernels``): the choice changes the copy's
     rounding, so one busy moment must not change it from one process to the next (#49: a fresh app under load
@@ -262,7 +282,16 @@ def _kept(key: tuple) -> tuple[str, str] | None:
         family, why = json.loads(_record_path(key).read_text())
     except (OSError, ValueError, TypeError):
         return None
-    return (family, f"{why}; measured once on this machine") if family in (key[0], "dense") else None
+    known = (key[0], "dense") + (("int4x8",) if key[0] == "int4" else ())
+    if family not in known or (family == "int4x8" and _vnni_missing()):  # turned off, or its build is gone
+        return None
+    return family, f"{why}; measured once on this machine"
+
+
+def _vnni_missing() -> str | None:
+    from . import q4_vnni
+
+    return q4_vnni.load()
 
 
 def _keep(key: tuple, choice: tuple[str, str]) -> None:
@@ -279,6 +308,9 @@ def _keep(key: tuple, choice: tuple[str, str]) -> None:
 
 
 def _measure(bits: str, device: torch.device, dtype: torch.dtype) -> tuple[str, str]:
+    """Time the low-bit kernels that run and agree here against the plain product, interleaved, ``ROUNDS`` times.
+    For int4 on a CPU two kernels compete: ``engine.q4_vnni``'s (int4x8) first, torch's only where it was clearly
+    faster in every round; then "dense" only where it beat the chosen one in every round."""
     from ..pace import PACE_TOLERANCE, probe_ms
 
     dense = f"de-quantised to {_name(dtype)}"
@@ -288,27 +320,39 @@ def _measure(bits: str, device: torch.device, dtype: torch.dtype) -> tuple[str, 
     o, i = PROBE_SHAPE
     generator = torch.Generator().manual_seed(0)
     weight = (torch.randn(o, i, generator=generator) * i ** -0.5).to(device)
-    try:
-        fast = LowBitLinear(bits, rounded_tensors(bits, weight, dtype), o, i, None, dtype, "")
-        x = torch.randn(1, i, generator=generator).to(device, dtype)
-        if float((fast(x).float() - x.float() @ _probe_dense(bits, weight).T).abs().max()) > 0.1:
-            return "dense", f"{dense} (the {bits} kernel disagreed with the plain product here)"
-    except (RuntimeError, NotImplementedError, AttributeError) as err:
-        return "dense", f"{dense} (no {bits} kernel in this torch: {str(err).splitlines()[0][:60]})"
+    x = torch.randn(1, i, generator=generator).to(device, dtype)
+    expected = x.float() @ _probe_dense(bits, weight).T
+    kernels, refused = {}, []
+    for family in (("int4x8", "int4") if bits == "int4" and device.type == "cpu" else (bits,)):
+        try:
+            kernel = LowBitLinear(family, rounded_tensors(family, weight, dtype), o, i, None, dtype, "")
+            if float((kernel(x).float() - expected).abs().max()) > 0.1:
+                refused.append(f"the {family} kernel disagreed with the plain product here")
+            else:
+                kernels[family] = kernel
+        except (RuntimeError, NotImplementedError, AttributeError) as err:
+            refused.append(f"no {family} kernel here: {str(err).splitlines()[0][:60]}")
+    if not kernels:
+        return "dense", f"{dense} ({refused[-1]})"
     plain = weight.to(dtype)
+    names = list(kernels)
     paces, rounds = [probe_ms()], []
     for _ in range(ROUNDS):
-        rounds.append(_best_s(lambda: fast(x), lambda: F.linear(x, plain)))
+        rounds.append(_best_s(*(lambda k=k: k(x) for k in kernels.values()), lambda: F.linear(x, plain)))
         paces.append(probe_ms())
     quiet = max(paces) <= min(paces) * PACE_TOLERANCE
-    low_s, plain_s = (min(r[k] for r in rounds) for k in (0, 1))
+    chosen = 1 if len(names) > 1 and all(r[1] < r[0] * CLEARLY_FASTER for r in rounds) else 0
+    family = names[chosen]
+    low_s, plain_s = min(r[chosen] for r in rounds), min(r[-1] for r in rounds)
     key = (bits, device.type, dtype)
-    if all(p < low * CLEARLY_FASTER for low, p in rounds):
+    if all(r[-1] < r[chosen] * CLEARLY_FASTER for r in rounds):
         if not quiet:  # a loaded machine's timing decides nothing for good: the kernel, measured again next time
-            return bits, f"{bits} kernel (the machine was busy while it was timed: kept for now)"
-        choice = "dense", f"{dense} (the {bits} kernel was slower here: {low_s * 1e6:.0f} µs against {plain_s * 1e6:.0f})"
+            return family, f"{family} kernel (the machine was busy while it was timed: kept for now)"
+        choice = "dense", f"{dense} (the {family} kernel was slower here: {low_s * 1e6:.0f} µs against {plain_s * 1e6:.0f})"
     else:
-        choice = bits, f"{bits} kernel ({plain_s / low_s:.1f}× a {_name(dtype)} product here)"
+        other = "".join(f"; the {n} kernel {min(r[k] for r in rounds) / low_s:.1f}× its time"
+                        for k, n in enumerate(names) if k != chosen)
+        choice = family, f"{family} kernel ({plain_s / low_s:.1f}× a {_name(dtype)} product{other} here)"
     if quiet:
         _keep(key, choice)
     return choice
