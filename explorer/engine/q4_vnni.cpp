@@ -25,19 +25,11 @@
 #include <torch/library.h>
 #include <immintrin.h>
 
-#include <cmath>
 #include <cstring>
 #include <type_traits>
 #include <vector>
 
 namespace {
-
-inline float bf16_to_float(uint16_t v) {
-  uint32_t u = static_cast<uint32_t>(v) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
 
 // float32 -> bfloat16, round to nearest even, 16 at a time (AVX-512F only: no avx512_bf16 needed)
 inline __m256i to_bf16(__m512 v) {
@@ -58,36 +50,53 @@ struct Quantised {
   std::vector<float> sum;      // (R, G)  Σ x_j, exact: the minimum's term
 };
 
+// 16 activations as float32 (bfloat16's bits are float32's upper half)
 template <typename T>
-Quantised quantise(const T* x, int64_t rows, int64_t inputs) {
+inline __m512 load16(const T* x) {
+  if constexpr (std::is_same_v<T, float>) {
+    return _mm512_loadu_ps(x);
+  } else {
+    const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(raw), 16));
+  }
+}
+
+inline float max_abs(__m512 a, __m512 b) { return _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(b))); }
+
+// round(v · inverse) to int8 (to nearest, ties to even), 16 at a time
+inline __m512 rounded(__m512 v, float inverse) {
+  return _mm512_roundscale_ps(_mm512_mul_ps(v, _mm512_set1_ps(inverse)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+
+inline void store8(int8_t* to, __m512 y) { _mm_storeu_si128(reinterpret_cast<__m128i*>(to), _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(y))); }
+
+// Filled per call into the calling thread's own buffers: no allocation on a one-row step (121 products a step).
+template <typename T>
+const Quantised& quantise(const T* x, int64_t rows, int64_t inputs) {
+  thread_local Quantised q;
   const int64_t groups = inputs / 32;
-  Quantised q{std::vector<int8_t>(rows * inputs), std::vector<int8_t>(rows * inputs), std::vector<float>(rows * groups),
-              std::vector<float>(rows * groups), std::vector<float>(rows * groups)};
+  q.y1.resize(rows * inputs);
+  q.y2.resize(rows * inputs);
+  q.s1.resize(rows * groups);
+  q.s2.resize(rows * groups);
+  q.sum.resize(rows * groups);
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t g = 0; g < groups; ++g) {
-      float v[32], left[32];
-      for (int j = 0; j < 32; ++j) {
-        const T raw = x[r * inputs + g * 32 + j];
-        if constexpr (std::is_same_v<T, float>) v[j] = raw; else v[j] = bf16_to_float(raw);
-      }
-      float amax = 0.f, total = 0.f;
-      for (int j = 0; j < 32; ++j) {
-        amax = std::max(amax, std::fabs(v[j]));
-        total += v[j];
-      }
+      const int64_t at = r * inputs + g * 32, k = r * groups + g;
+      const __m512 a = load16(x + at), b = load16(x + at + 16);
+      const float amax = max_abs(a, b);
       const float s1 = amax / 127.f, inverse = amax > 0.f ? 127.f / amax : 0.f;
-      float lmax = 0.f;
-      for (int j = 0; j < 32; ++j) {
-        const float y = std::nearbyint(v[j] * inverse);
-        q.y1[r * inputs + g * 32 + j] = static_cast<int8_t>(y);
-        left[j] = v[j] - s1 * y;
-        lmax = std::max(lmax, std::fabs(left[j]));
-      }
-      const float s2 = lmax / 127.f, inverse2 = lmax > 0.f ? 127.f / lmax : 0.f;
-      for (int j = 0; j < 32; ++j) q.y2[r * inputs + g * 32 + j] = static_cast<int8_t>(std::nearbyint(left[j] * inverse2));
-      q.s1[r * groups + g] = s1;
-      q.s2[r * groups + g] = s2;
-      q.sum[r * groups + g] = total;
+      const __m512 ya = rounded(a, inverse), yb = rounded(b, inverse);
+      const __m512 la = _mm512_fnmadd_ps(ya, _mm512_set1_ps(s1), a), lb = _mm512_fnmadd_ps(yb, _mm512_set1_ps(s1), b);
+      const float lmax = max_abs(la, lb);
+      const float inverse2 = lmax > 0.f ? 127.f / lmax : 0.f;
+      store8(q.y1.data() + at, ya);
+      store8(q.y1.data() + at + 16, yb);
+      store8(q.y2.data() + at, rounded(la, inverse2));
+      store8(q.y2.data() + at + 16, rounded(lb, inverse2));
+      q.s1[k] = s1;
+      q.s2[k] = lmax / 127.f;
+      q.sum[k] = _mm512_reduce_add_ps(_mm512_add_ps(a, b));
     }
   }
   return q;
@@ -146,7 +155,7 @@ inline void block_rows(const uint8_t* codes, const uint16_t* dm, const Quantised
 template <typename T>
 void gemm_into(const T* x, const uint8_t* codes, const uint16_t* dm, int64_t rows, int64_t inputs, int64_t outputs,
                T* out) {
-  const Quantised q = quantise(x, rows, inputs);
+  const Quantised& q = quantise(x, rows, inputs);
   // a grain of 8 blocks (128 output rows): small products stay on one thread, where waking another costs more
   at::parallel_for(0, outputs / 16, 8, [&](int64_t begin, int64_t end) {
     for (int64_t b = begin; b < end; ++b) block_rows(codes, dm, q, rows, inputs, outputs, b, out);
