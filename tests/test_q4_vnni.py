@@ -80,13 +80,18 @@ def test_a_linear_on_the_kernel_takes_bfloat16_and_gives_it_back():
     assert product.extra_bytes() == 64 * 128 // 2 + 64 * 4 * 2 * 2  # half a byte a code; d and m in float16 a group
 
 
-def test_without_the_kernel_the_choice_says_why(monkeypatch):
+def test_without_the_kernel_the_choice_says_why_and_keeps_its_own_record(monkeypatch):
+    key = ("int4", "cpu", torch.bfloat16)
+    kept_with = lowbit._record_path(key)
     monkeypatch.setenv("EXPLORER_Q4_VNNI", "0")
     q4_vnni.load.cache_clear()
     try:
         assert q4_vnni.load() == "EXPLORER_Q4_VNNI=0"
         with pytest.raises(RuntimeError, match="no int4x8 kernel here: EXPLORER_Q4_VNNI=0"):
             lowbit.pack_int4x8(blocks(16, 32))
+        assert lowbit._candidates("int4", "cpu") == ("int4",)
+        # a process without it neither reads nor overwrites the choice made where it competed
+        assert (lowbit._record_path(key) == kept_with) == (MISSING is not None)
     finally:
         monkeypatch.delenv("EXPLORER_Q4_VNNI")
         q4_vnni.load.cache_clear()

@@ -86,6 +86,11 @@ def compile_layer(shape: LayerShape, path: Path) -> None:
         # (FusedLlamaLayer) hands over what the trace saw, and the check after loading runs each shape class
         "size_asserts": False, "alignment_asserts": False,
         "cpp_wrapper": True}})  # the per-call glue (allocations, kernel calls) in C++ too, not Python
+    # checked here first: a wrong kernel can abort the process that runs it (an index check failing inside an
+    # OpenMP region calls std::terminate, as a wrong shape function did on 2026-11-28), and this one is the child
+    from .compiled import _checked, _first
+
+    _checked(shape, lambda *args: _first(artifact(*args)))
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     artifact.save(path=str(temporary), format="binary")

@@ -270,7 +270,7 @@ def _record_path(key: tuple):
 
     bits, device_type, dtype = key
     name = machine.fingerprint("lowbit-choice", CHOICE_VERSION, bits, device_type, _name(dtype),
-                               torch.version.cuda if device_type == "cuda" else "")
+                               torch.version.cuda if device_type == "cuda" else "", _candidates(bits, device_type))
     return machine.cache_root() / "kernels" / f"lowbit-{name}.json"
 
 
@@ -282,16 +282,18 @@ def _kept(key: tuple) -> tuple[str, str] | None:
         family, why = json.loads(_record_path(key).read_text())
     except (OSError, ValueError, TypeError):
         return None
-    known = (key[0], "dense") + (("int4x8",) if key[0] == "int4" else ())
-    if family not in known or (family == "int4x8" and _vnni_missing()):  # turned off, or its build is gone
-        return None
-    return family, f"{why}; measured once on this machine"
+    return (family, f"{why}; measured once on this machine") if family in _candidates(*key[:2]) + ("dense",) else None
 
 
-def _vnni_missing() -> str | None:
+def _candidates(bits: str, device_type: str) -> tuple[str, ...]:
+    """The low-bit kernels that compete for ``bits`` here, the preferred first: ``engine.q4_vnni``'s and torch's for
+    int4 on a CPU where the former loads, else torch's alone. Part of the kept choice's key, so a process with the
+    VNNI kernel turned off (``EXPLORER_Q4_VNNI=0``) neither reads nor overwrites the choice made with it."""
     from . import q4_vnni
 
-    return q4_vnni.load()
+    if bits == "int4" and device_type == "cpu" and q4_vnni.load() is None:
+        return "int4x8", "int4"
+    return (bits,)
 
 
 def _keep(key: tuple, choice: tuple[str, str]) -> None:
@@ -323,7 +325,7 @@ def _measure(bits: str, device: torch.device, dtype: torch.dtype) -> tuple[str, 
     x = torch.randn(1, i, generator=generator).to(device, dtype)
     expected = x.float() @ _probe_dense(bits, weight).T
     kernels, refused = {}, []
-    for family in (("int4x8", "int4") if bits == "int4" and device.type == "cpu" else (bits,)):
+    for family in _candidates(bits, device.type):
         try:
             kernel = LowBitLinear(family, rounded_tensors(family, weight, dtype), o, i, None, dtype, "")
             if float((kernel(x).float() - expected).abs().max()) > 0.1:
