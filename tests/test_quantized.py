@@ -211,10 +211,7 @@ def no_vnni(monkeypatch):
     from explorer.engine import q4_vnni
 
     monkeypatch.setenv("EXPLORER_Q4_VNNI", "0")
-    q4_vnni.load.cache_clear()
-    yield
-    monkeypatch.delenv("EXPLORER_Q4_VNNI")
-    q4_vnni.load.cache_clear()
+    assert q4_vnni.load() == "EXPLORER_Q4_VNNI=0"
 
 
 def _fresh_choice(monkeypatch, tmp_path, timings, paces):

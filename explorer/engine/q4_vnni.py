@@ -16,7 +16,6 @@ codes): the copy is a draft, so its agreement with the target is what counts (me
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import os
 import shutil
@@ -30,29 +29,37 @@ SOURCE = Path(__file__).with_name("q4_vnni.cpp")
 FLAGS = ("avx512f", "avx512bw", "avx512vl", "avx512_vnni", "f16c", "fma")  # what the source's intrinsics need
 BUILD_TIMEOUT_S = 240  # a cold build took ≈ 30 s on 2 cores here
 _LOCK = threading.Lock()
+_LOADED: dict[str, str | None] = {}  # "why": None once loaded, else the reason; decided once per process
 
 
-@functools.lru_cache(maxsize=1)
 def load() -> str | None:
-    """None once ``torch.ops.explorer_q4.gemm`` runs here (built or read back), else why not, in a few words."""
-    with _LOCK:
-        if os.environ.get("EXPLORER_Q4_VNNI", "1").strip().lower() in ("0", "false", "no", "off"):
-            return "EXPLORER_Q4_VNNI=0"
-        from .. import machine
+    """None where ``torch.ops.explorer_q4.gemm`` runs here (built or read back, once per process), else why not, in a
+    few words. ``EXPLORER_Q4_VNNI=0`` is read on every call: a process can turn the kernel off for a while."""
+    if os.environ.get("EXPLORER_Q4_VNNI", "1").strip().lower() in ("0", "false", "no", "off"):
+        return "EXPLORER_Q4_VNNI=0"
+    with _LOCK:  # one build and one registration of the op, whichever thread asks first
+        if "why" not in _LOADED:
+            _LOADED["why"] = _load()
+        return _LOADED["why"]
 
-        flags = machine.cpu_flags()
-        missing = [f for f in FLAGS if f not in flags]
-        if missing:
-            return f"this CPU lacks {', '.join(missing)}"
-        path = library_path()
-        try:
-            if not path.exists():
-                _build(path)
-            torch.ops.load_library(str(path))
-            torch.library.register_fake("explorer_q4::gemm")(_shape)
-        except (OSError, RuntimeError, subprocess.SubprocessError) as err:
-            return str(err).splitlines()[0][:120] if str(err) else type(err).__name__
-        return None
+
+def _load() -> str | None:
+    """Check the CPU, build the library if this machine has none, load it and register its shape function."""
+    from .. import machine
+
+    flags = machine.cpu_flags()
+    missing = [f for f in FLAGS if f not in flags]
+    if missing:
+        return f"this CPU lacks {', '.join(missing)}"
+    path = library_path()
+    try:
+        if not path.exists():
+            _build(path)
+        torch.ops.load_library(str(path))
+        torch.library.register_fake("explorer_q4::gemm")(_shape)
+    except (OSError, RuntimeError, subprocess.SubprocessError) as err:
+        return str(err).splitlines()[0][:120] if str(err) else type(err).__name__
+    return None
 
 
 def library_path() -> Path:
