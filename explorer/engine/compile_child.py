@@ -1,8 +1,8 @@
 """What the child process that compiles the layer runs: ``llama_layer`` (``engine.layer_maths``) traced with
 symbolic sizes (rows T, cached positions S, buffer capacity C: one artifact for every row count and context
 length) and compiled by inductor into fused C++ kernels (``torch._inductor.standalone_compile``), saved where
-the parent asked. The parent (``engine.compiled``) starts it with a time limit, loads what it saved, and checks
-it on this module's example arguments.
+the parent asked, once it computes what the eager layer computes (``checked``, on this module's example
+arguments). The parent (``engine.compiled``) starts it with a time limit, loads what it saved and checks it again.
 
 This module is part of the compiled artifact's cache key (``compiled.source_key``): its tracing sizes, example
 arguments and compiler options make the compiled code. Keep here only what the child runs.
@@ -18,6 +18,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Callable
 
 import torch
 
@@ -61,6 +62,32 @@ def example_weights(shape: LayerShape, generator=None) -> list[torch.Tensor]:
     return list(weight_arguments(shape, products, norms, biases))
 
 
+def checked(shape: LayerShape, step: Callable) -> Callable:
+    """``step`` if it computes what ``llama_layer`` computes eagerly (one row and four, over a past, with
+    random weights), cache writes included; else an error. Run on a new artifact here, in the child, and on every
+    load in the parent (``engine.compiled``)."""
+    generator = torch.Generator().manual_seed(0)
+    dtype = getattr(torch, shape.dtype)
+    weights = example_weights(shape, generator)
+    tolerance = 1e-4 if dtype == torch.float32 else 5e-2
+    with torch.inference_mode():
+        for rows, past in ((1, 9), (4, 5), (12, 3)):
+            args = example_arguments(shape, rows, past, 32, generator)
+            mine = [a.clone() for a in args]
+            expected = llama_layer(shape, *args, *weights)
+            got = step(*mine, *weights)
+            error = float((got.float() - expected.float()).abs().max())
+            cache_error = max(float((mine[i] - args[i]).abs().max()) for i in (1, 2))
+            if not error <= tolerance * max(1.0, float(expected.abs().max())) or not cache_error <= tolerance:
+                raise RuntimeError(f"the compiled layer disagrees with the eager one ({rows} rows: {error:.2g})")
+    return step
+
+
+def first_output(out):
+    """A compiled graph's one output (the artifact's public call returns a list)."""
+    return out[0] if isinstance(out, (list, tuple)) else out
+
+
 def compile_layer(shape: LayerShape, path: Path) -> None:
     """(In the child.) Trace ``llama_layer`` with symbolic sizes and compile it into ``path``. The example
     sizes are chosen to equal no model dimension: a size that equals a constant would be merged with it and
@@ -88,9 +115,7 @@ def compile_layer(shape: LayerShape, path: Path) -> None:
         "cpp_wrapper": True}})  # the per-call glue (allocations, kernel calls) in C++ too, not Python
     # checked here first: a wrong kernel can abort the process that runs it (an index check failing inside an
     # OpenMP region calls std::terminate, as a wrong shape function did on 2026-11-28), and this one is the child
-    from .compiled import _checked, _first
-
-    _checked(shape, lambda *args: _first(artifact(*args)))
+    checked(shape, lambda *args: first_output(artifact(*args)))
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     artifact.save(path=str(temporary), format="binary")

@@ -37,9 +37,9 @@ import torch
 from .. import machine
 from ..errors import one_line
 from . import compile_child, layer_maths, lowbit, q4_vnni
-from .compile_child import example_arguments, example_weights
+from .compile_child import checked, first_output
 from .kernels import say
-from .layer_maths import LayerShape, llama_layer
+from .layer_maths import LayerShape
 from .layer_maths import rotate_half  # noqa: F401 — importable from here (``engine.cuda_graphs`` reads it here)
 
 MIN_LAYER_WEIGHTS = 10**6  # "auto" compiles layers from this size (SmolLM2-135M's: 3.5 M weights)
@@ -138,9 +138,9 @@ def _prepare(shape: LayerShape) -> Callable | None:
 
         artifact = CompiledArtifact.load(path=str(path), format="binary")
         try:
-            step = _checked(shape, _direct(artifact))
+            step = checked(shape, _direct(artifact))
         except Exception:  # noqa: BLE001 — the inner call moved in this torch: the public one, checked
-            step = _checked(shape, lambda *args: _first(artifact(*args)))
+            step = checked(shape, lambda *args: first_output(artifact(*args)))
     except Exception as err:  # noqa: BLE001 — any failure leaves the eager path, with its reason
         reason = one_line(err, 200)
         _STATUS[shape] = f"eager: the compiled layer is unavailable ({reason})"
@@ -155,10 +155,6 @@ def _prepare(shape: LayerShape) -> Callable | None:
     seconds = time.perf_counter() - start
     _STATUS[shape] = f"compiled now in {seconds:.1f} s" if built else f"compiled, loaded in {seconds:.1f} s"
     return step
-
-
-def _first(out):
-    return out[0] if isinstance(out, (list, tuple)) else out
 
 
 def _direct(artifact) -> Callable:
@@ -177,7 +173,7 @@ def _direct(artifact) -> Callable:
         seen.add(id(fn))
         if isinstance(fn, CompiledFxGraph):
             inner = fn.current_callable
-            return lambda *args: _first(inner(list(args)))
+            return lambda *args: first_output(inner(list(args)))
         todo += [cell.cell_contents for cell in (getattr(fn, "__closure__", None) or ()) if callable(cell.cell_contents)]
     raise RuntimeError("no compiled graph inside the artifact")
 
@@ -197,23 +193,3 @@ def _build_in_child(shape: LayerShape, path: Path) -> None:
     if done.returncode != 0 or not path.exists():
         lines = [line for line in (done.stderr or "").splitlines() if line.strip()]
         raise RuntimeError(lines[-1] if lines else f"the compiler exited with {done.returncode}")
-
-
-def _checked(shape: LayerShape, step: Callable) -> Callable:
-    """``step`` if it computes what ``llama_layer`` computes eagerly (one row and four, over a past, with
-    random weights), cache writes included; else an error."""
-    generator = torch.Generator().manual_seed(0)
-    dtype = getattr(torch, shape.dtype)
-    weights = example_weights(shape, generator)
-    tolerance = 1e-4 if dtype == torch.float32 else 5e-2
-    with torch.inference_mode():
-        for rows, past in ((1, 9), (4, 5), (12, 3)):
-            args = example_arguments(shape, rows, past, 32, generator)
-            mine = [a.clone() for a in args]
-            expected = llama_layer(shape, *args, *weights)
-            got = step(*mine, *weights)
-            error = float((got.float() - expected.float()).abs().max())
-            cache_error = max(float((mine[i] - args[i]).abs().max()) for i in (1, 2))
-            if not error <= tolerance * max(1.0, float(expected.abs().max())) or not cache_error <= tolerance:
-                raise RuntimeError(f"the compiled layer disagrees with the eager one ({rows} rows: {error:.2g})")
-    return step
