@@ -261,7 +261,7 @@ def test_torchs_int4_kernel_is_chosen_over_the_vnni_one_only_when_faster_every_t
         pytest.skip(f"no VNNI kernel here: {q4_vnni.load()}")
     quiet = [1.6] * (lowbit.ROUNDS + 1)
     family, why = _fresh_choice(monkeypatch, tmp_path, [(3e-5, 1e-5, 9e-5)] * lowbit.ROUNDS, quiet)
-    assert family == "int4" and why.startswith("int4 kernel") and "the int4x8 kernel 3.0× its time" in why
+    assert family == "int4" and why.startswith("torch's int4 kernel") and "VNNI int4 × int8 kernel 3.0× its time" in why
     once = [(3e-5, 1e-5, 9e-5), (1e-5, 3e-5, 9e-5), (3e-5, 1e-5, 9e-5)]
     family, why = _fresh_choice(monkeypatch, tmp_path / "again", once, quiet)
     assert family == "int4x8" and "9.0× a bfloat16 product" in why

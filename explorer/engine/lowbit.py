@@ -41,6 +41,8 @@ from .products import LayerProduct, Product
 GROUP = 32  # weights per scale along the input (Q4_1's block)
 KERNEL_FAMILIES = ("int4", "int4x8", "int8")  # the low-bit kernels (int4x8: ``engine.q4_vnni``'s, int8 activations)
 FAMILIES = KERNEL_FAMILIES + ("dense",)  # how a LowBitLinear multiplies (``multiply``)
+# each kernel in the words the copy's one line uses (``choose``'s reasons)
+KERNEL_WORDS = {"int4x8": "VNNI int4 × int8 kernel", "int4": "torch's int4 kernel", "int8": "torch's int8 kernel"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,12 +117,12 @@ def rounded_tensors(family: str, weight: torch.Tensor, dtype: torch.dtype) -> tu
 
 
 def pack_int4x8(blocks: Int4Blocks) -> tuple[torch.Tensor, torch.Tensor]:
-    """The blocks in ``engine.q4_vnni``'s layout (its kernel loaded here, else a RuntimeError saying why)."""
+    """The blocks in ``engine.q4_vnni``'s layout (its kernel loaded here, else a RuntimeError saying why not)."""
     from . import q4_vnni
 
     missing = q4_vnni.load()
     if missing is not None:
-        raise RuntimeError(f"no int4x8 kernel here: {missing}")
+        raise RuntimeError(missing)
     return q4_vnni.pack(blocks.codes, blocks.scale, blocks.minimum)
 
 
@@ -239,7 +241,7 @@ PROBE_SHAPE = (1536, 576)  # (O, I) of the product timed for the choice: a defau
 # the bigger weights, while a forward streams every layer's from memory, where the low-bit bytes pay
 CLEARLY_FASTER = 0.8
 ROUNDS = 3  # timings of both products, interleaved; dense must win every one
-CHOICE_VERSION = 2  # of the record kept per machine; another version is measured again (2: int4x8 competes)
+CHOICE_VERSION = 3  # of the record kept per machine; another version is measured again (2: int4x8 competes; 3: words)
 
 
 def choose(bits: str, device: torch.device, dtype: torch.dtype, out_features: int, in_features: int) -> tuple[str, str]:
@@ -329,11 +331,11 @@ def _measure(bits: str, device: torch.device, dtype: torch.dtype) -> tuple[str, 
         try:
             kernel = LowBitLinear(family, rounded_tensors(family, weight, dtype), o, i, None, dtype, "")
             if float((kernel(x).float() - expected).abs().max()) > 0.1:
-                refused.append(f"the {family} kernel disagreed with the plain product here")
+                refused.append(f"the {KERNEL_WORDS[family]} disagreed with the plain product here")
             else:
                 kernels[family] = kernel
         except (RuntimeError, NotImplementedError, AttributeError) as err:
-            refused.append(f"no {family} kernel here: {str(err).splitlines()[0][:60]}")
+            refused.append(f"no {KERNEL_WORDS[family]} here: {str(err).splitlines()[0][:60]}")
     if not kernels:
         return "dense", f"{dense} ({refused[-1]})"
     plain = weight.to(dtype)
@@ -349,12 +351,13 @@ def _measure(bits: str, device: torch.device, dtype: torch.dtype) -> tuple[str, 
     key = (bits, device.type, dtype)
     if all(r[-1] < r[chosen] * CLEARLY_FASTER for r in rounds):
         if not quiet:  # a loaded machine's timing decides nothing for good: the kernel, measured again next time
-            return family, f"{family} kernel (the machine was busy while it was timed: kept for now)"
-        choice = "dense", f"{dense} (the {family} kernel was slower here: {low_s * 1e6:.0f} µs against {plain_s * 1e6:.0f})"
+            return family, f"{KERNEL_WORDS[family]} (the machine was busy while it was timed: kept for now)"
+        choice = "dense", (f"{dense} (the {KERNEL_WORDS[family]} was slower here: {low_s * 1e6:.0f} µs against "
+                           f"{plain_s * 1e6:.0f})")
     else:
-        other = "".join(f"; the {n} kernel {min(r[k] for r in rounds) / low_s:.1f}× its time"
+        other = "".join(f"; {KERNEL_WORDS[n]} {min(r[k] for r in rounds) / low_s:.1f}× its time"
                         for k, n in enumerate(names) if k != chosen)
-        choice = family, f"{family} kernel ({plain_s / low_s:.1f}× a {_name(dtype)} product{other} here)"
+        choice = family, f"{KERNEL_WORDS[family]} ({plain_s / low_s:.1f}× a {_name(dtype)} product{other} here)"
     if quiet:
         _keep(key, choice)
     return choice

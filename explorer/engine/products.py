@@ -22,7 +22,7 @@ import torch
 class Product(abc.ABC):
     """A product module: called on (…, I), gives (…, O)."""
 
-    note: str  # how it runs, in words for people ("int4 kernel (2.1× a bfloat16 product here)")
+    note: str  # how it runs, in words for people ("torch's int4 kernel (2.1× a bfloat16 product here)")
 
     __call__: Callable[[torch.Tensor], torch.Tensor]  # an ``nn.Module``'s: ``forward``
 
