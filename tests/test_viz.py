@@ -366,3 +366,17 @@ def test_the_white_template_is_assigned_unchecked_and_draws_the_same_figure():
     assert other.layout.template.layout.paper_bgcolor == "white"
     with pytest.raises(ValueError):  # the layout checks what is set on it afterwards again
         fast.layout.height = "tall"
+
+
+def test_a_long_panel_title_goes_on_two_lines(sampled):
+    """Three panels a row leave a title about 30 characters before it reaches its neighbour's (CI, 2026-11-28:
+    "target at #4 (greedy: its argmax) → ' Australia' ↻" ran into "draft #7 ' London' – discarded" beside it)."""
+    from explorer.viz.rounds import TITLE_CHARS, _title
+
+    assert _title("draft #1 ' the'", "✓ accepted") == "draft #1 ' the' ✓ accepted"
+    long = _title("target at #4 (greedy: its argmax)", "→ ' Australia' ↻")
+    assert long == "target at #4 (greedy: its argmax)<br>→ ' Australia' ↻"
+    for r in range(len(sampled.rounds)):
+        for panel in viz.round_detail_figure(sampled, r).layout.annotations:
+            lines = panel.text.split("<br>")
+            assert len(lines) <= 2 and (len(lines) == 2 or len(panel.text) <= TITLE_CHARS), panel.text

@@ -31,6 +31,10 @@ SERIES = {  # name in the legend → colour
     "residual norm(max(0, p − q))": RESIDUAL_COLOUR,
 }
 MARK = {"accepted": "✓", "rejected": "✗", "discarded": "–", "corrected": "↻", "bonus": "+", "target": "●", "copy": "●"}
+# a panel's title longer than this many characters goes on two lines: three panels a row leave a title ≈ 250 px
+# before it reaches its neighbour's, and at 12 px "target at #4 (greedy: its argmax) → ' Australia' ↻" ran into
+# "draft #7 ' London' – discarded" beside it at 1400 px (CI, 2026-11-28)
+TITLE_CHARS = 30
 
 
 @dataclass
@@ -52,7 +56,7 @@ def round_panels(trace, round_index: int) -> list[Panel]:
         if f.position is not None:
             i = f.position
             panels.append(_panel(
-                f"draft #{i + 1} {plot_label(trace, f.token_id)} {MARK[f.fate]} {f.fate}", f.token_id,
+                _title(f"draft #{i + 1} {plot_label(trace, f.token_id)}", f"{MARK[f.fate]} {f.fate}"), f.token_id,
                 {"q (draft)": _row(r.draft_top, i, {f.token_id: f.q}), "p (target)": _row(r.target_top, i, {f.token_id: f.p})},
             ))
             continue
@@ -60,21 +64,21 @@ def round_panels(trace, round_index: int) -> list[Panel]:
         name = plot_label(trace, f.token_id)
         if f.fate == "corrected" and r.residual_top:
             panels.append(_panel(
-                f"residual at #{j + 1} → {name} {MARK['corrected']} corrected", f.token_id,
+                _title(f"residual at #{j + 1}", f"→ {name} {MARK['corrected']} corrected"), f.token_id,
                 {"q (draft)": _row(r.draft_top, j, {}), "p (target)": _row(r.target_top, j, {f.token_id: f.p}),
                  "residual norm(max(0, p − q))": dict(r.residual_top)},
                 first="residual norm(max(0, p − q))",
             ))
         elif f.fate == "corrected":
             panels.append(_panel(
-                f"target at #{j + 1} (greedy: its argmax) → {name} {MARK['corrected']}", f.token_id,
+                _title(f"target at #{j + 1} (greedy: its argmax)", f"→ {name} {MARK['corrected']}"), f.token_id,
                 {"q (draft)": _row(r.draft_top, j, {}), "p (target)": _row(r.target_top, j, {f.token_id: f.p})},
             ))
         else:
             where = f"#{j + 1}" if r.drafted else "the next position"
             fate = "its own token, unchecked" if f.fate == "copy" else f.fate
             panels.append(_panel(
-                f"{who.short} at {where} → {name} {MARK[f.fate]} {fate}", f.token_id,
+                _title(f"{who.short} at {where}", f"→ {name} {MARK[f.fate]} {fate}"), f.token_id,
                 {who.symbol: _row(r.target_top, j, {f.token_id: f.p})},
             ))
     return panels
@@ -124,6 +128,11 @@ def round_detail_figure(trace, round_index: int) -> go.Figure:
 
 
 # -- helpers ----------------------------------------------------------------------------------------
+
+
+def _title(head: str, tail: str) -> str:
+    """A panel's title on one line, or on two (``head``, then ``tail``) where it is longer than ``TITLE_CHARS``."""
+    return f"{head}<br>{tail}" if len(f"{head} {tail}") > TITLE_CHARS else f"{head} {tail}"
 
 
 def _row(tops, i: int, known: dict) -> dict[int, float]:
