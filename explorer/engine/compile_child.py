@@ -50,8 +50,9 @@ def example_weights(shape: LayerShape, generator=None) -> list[torch.Tensor]:
     outs = [(shape.heads + 2 * shape.kv_heads) * shape.head_dim, shape.hidden, 2 * shape.inner, shape.hidden]
     ins = [shape.hidden, shape.heads * shape.head_dim, shape.hidden, shape.inner]
     dense = [torch.randn(o, i, generator=generator) * i ** -0.5 for o, i in zip(outs, ins)]
-    if shape.family in lowbit.KERNEL_FAMILIES:  # the family's own tensors, never a timing's choice (``lowbit.choose``):
-        # a busy child once chose the de-quantised product, failed this compile and marked it failed for good
+    if shape.family in lowbit.KERNEL_FAMILIES:  # the family's own tensors, never a timing's choice
+        # (``lowbit.choose``): a busy child once chose the de-quantised product, failed this compile and marked it
+        # failed for good
         products = [lowbit.rounded_tensors(shape.family, w, dtype) for w in dense]
     elif shape.family == "onednn":
         products = [(torch.ops.mkldnn._reorder_linear_weight(w.to(dtype), PACKED_ROWS["onednn-8"]),) for w in dense]

@@ -94,9 +94,10 @@ def status() -> dict[str, str]:
 
 def source_key() -> str:
     """The code that makes the compiled code, and only that: the layer's maths (``layer_maths``), the low-bit
-    kernel calls it traces (``lowbit.multiply``, with the VNNI kernel's shape function) and what the child runs to trace and compile it (its example
-    sizes and arguments, inductor's options: ``compile_child``). An edit to one of them makes a new artifact; an
-    edit to this module (the policy, the cache, the build's time limit, the check) keeps every artifact."""
+    kernel calls it traces (``lowbit.multiply``, with the VNNI kernel's shape function) and what the child runs to
+    trace, compile and check it (its example sizes and arguments, inductor's options: ``compile_child``). An edit to
+    one of them makes a new artifact; an edit to this module (the policy, the cache, the build's time limit) keeps
+    every artifact."""
     digest = hashlib.sha256()
     for part in (Path(layer_maths.__file__).read_bytes(), inspect.getsource(lowbit.multiply).encode(),
                  inspect.getsource(q4_vnni._shape).encode(), Path(compile_child.__file__).read_bytes()):

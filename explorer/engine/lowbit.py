@@ -14,10 +14,10 @@ Formats (``GROUP`` = 32 weights along the input per scale):
 
 Kernels: ``aten._weight_int4pack_mm_for_cpu`` (CPU) or ``aten._weight_int4pack_mm`` (CUDA: the tinygemm
 kernel, its own packing of the same codes, ``pack_int4``) and ``aten._weight_int8pack_mm``; on a CPU with AVX-512
-VNNI also ``engine.q4_vnni``'s "int4x8" (the same codes; activations rounded to int8 per group of 32, as
-llama.cpp's Q4_1 × Q8 product does; built here once). On x86 torch's are
+VNNI also ``engine.q4_vnni``'s "int4x8" (the same codes; each product's input rounded to int8 twice per group of
+32; built here once). On x86 torch's are
 vectorised for bfloat16 activations only (float32 ones run a scalar loop), and CUDA's int4 kernel takes
-bfloat16 alone, so a low-bit product takes and gives bfloat16. Which runs is decided per process by measuring
+bfloat16 alone, so a low-bit product takes and gives bfloat16. Which runs is decided once per machine by measuring
 this machine (``choose``): the low-bit kernel where it exists, agrees with the plain product and beats the same
 weights de-quantised to bfloat16 through a plain product, else that plain product (the "dense" family: an
 older torch, a device where the kernel loses, or ``EXPLORER_LOWBIT=0``). Both compute the same function up to

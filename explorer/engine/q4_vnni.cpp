@@ -1,4 +1,4 @@
-// Q4_1 weights times int8 activations on AVX-512 VNNI: the 4-bit copy's products at the bytes they read.
+// Q4_1 weights times activations rounded to int8 twice, on AVX-512 VNNI: the 4-bit copy's products at their bytes.
 // Built once per machine by engine/q4_vnni.py (g++, this CPU's flags) and registered as explorer_q4::gemm; its
 // shape function for tracing is registered there (in Python: a C++ one would fix the symbolic row count).
 //
@@ -8,8 +8,9 @@
 // each, so every lane's four bytes meet the same four activations (one broadcast) in one vpdpbusd, and no code
 // is ever shuffled between lanes.
 //
-// The maths (llama.cpp's Q4_1 × Q8 dot product, with a second int8 pass): a group of 32 weights is w_j = d·q_j + m (codes q_j in 0–15);
-// the row's 32 activations of that group are rounded to int8 twice over, x_j ≈ s1·y1_j + s2·y2_j (``quantise``).
+// The maths (llama.cpp's Q4_1 × Q8 dot product, with a second int8 pass): a group of 32 weights is
+// w_j = d·q_j + m (codes q_j in 0–15); the row's 32 activations of that group are rounded to int8 twice over, x_j ≈
+// s1·y1_j + s2·y2_j (``quantise``).
 // Then
 //     Σ_j w_j x_j ≈ d·(s1·Σ_j q_j y1_j + s2·Σ_j q_j y2_j) + m·Σ_j x_j
 // (the last sum exact, in float32). The rounding beyond the weights' own: the activations' to ~15 bits.
@@ -61,14 +62,18 @@ inline __m512 load16(const T* x) {
   }
 }
 
-inline float max_abs(__m512 a, __m512 b) { return _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(b))); }
+inline float max_abs(__m512 a, __m512 b) {
+  return _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(b)));
+}
 
 // round(v · inverse) to int8 (to nearest, ties to even), 16 at a time
 inline __m512 rounded(__m512 v, float inverse) {
   return _mm512_roundscale_ps(_mm512_mul_ps(v, _mm512_set1_ps(inverse)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
 }
 
-inline void store8(int8_t* to, __m512 y) { _mm_storeu_si128(reinterpret_cast<__m128i*>(to), _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(y))); }
+inline void store8(int8_t* to, __m512 y) {
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(to), _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(y)));
+}
 
 // Filled per call into the calling thread's own buffers: no allocation on a one-row step (121 products a step).
 template <typename T>
@@ -187,8 +192,5 @@ at::Tensor gemm(const at::Tensor& x, const at::Tensor& codes, const at::Tensor& 
 
 }  // namespace
 
-#ifndef Q4_NAMESPACE
-#define Q4_NAMESPACE explorer_q4  // another name lets a variant load beside it, to be timed against it
-#endif
-TORCH_LIBRARY(Q4_NAMESPACE, m) { m.def("gemm(Tensor x, Tensor codes, Tensor dm) -> Tensor"); }
-TORCH_LIBRARY_IMPL(Q4_NAMESPACE, CPU, m) { m.impl("gemm", gemm); }
+TORCH_LIBRARY(explorer_q4, m) { m.def("gemm(Tensor x, Tensor codes, Tensor dm) -> Tensor"); }
+TORCH_LIBRARY_IMPL(explorer_q4, CPU, m) { m.impl("gemm", gemm); }

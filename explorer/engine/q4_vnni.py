@@ -1,17 +1,18 @@
-"""The 4-bit copy's own product kernel: Q4_1 weights × activations rounded to int8 per group of 32, on AVX-512
-VNNI (``q4_vnni.cpp``, registered as ``torch.ops.explorer_q4.gemm``).
+"""The 4-bit copy's own product kernel: Q4_1 weights × activations rounded to int8 twice per group of 32 (the
+rounding, then what it left: ~15 bits), on AVX-512 VNNI (``q4_vnni.cpp``, registered as
+``torch.ops.explorer_q4.gemm``).
 
 Why: the copy's step is a pass over its weights, and torch's int4 kernel for the CPU streamed them at about half
 the machine's read bandwidth (``explorer profile``: the products were two thirds of the step). This kernel keeps 16
 output rows in one register, a lane each, so a byte of codes costs a few instructions (#49).
 
 How it gets here: built from its source once per machine with the C++ compiler inductor uses (``$CXX`` or g++;
-≈ 20–40 s on 2 cores), kept under ``$EXPLORER_CACHE/kernels/`` keyed by ``machine.fingerprint`` and the source,
+≈ 10 s on 2 cores here), kept under ``$EXPLORER_CACHE/kernels/`` keyed by ``machine.fingerprint`` and the source,
 and loaded into each process. Where the CPU lacks AVX-512 VNNI, there is no compiler or the build fails, ``load``
 says why in a few words and ``engine.lowbit`` keeps torch's kernels; nothing else changes.
 
-Its numerics differ from the copy's other kernels by the activations' rounding to 8 bits (the weights are the same
-codes): the copy is a draft, so its agreement with the target is what counts (measured, ``docs/measurements.md``).
+Its numerics differ from the copy's other kernels by the activations' roundings (the weights are the same codes):
+the copy is a draft, so its agreement with the target is what counts (measured, ``docs/measurements.md``).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import torch
 
 SOURCE = Path(__file__).with_name("q4_vnni.cpp")
 FLAGS = ("avx512f", "avx512bw", "avx512vl", "avx512_vnni", "f16c", "fma")  # what the source's intrinsics need
-BUILD_TIMEOUT_S = 240  # a cold build took ≈ 30 s on 2 cores here
+BUILD_TIMEOUT_S = 240  # a cold build took ≈ 10 s on 2 cores here
 _LOCK = threading.Lock()
 _LOADED: dict[str, str | None] = {}  # "why": None once loaded, else the reason; decided once per process
 
@@ -87,11 +88,6 @@ def _shape(x: torch.Tensor, codes: torch.Tensor, dm: torch.Tensor) -> torch.Tens
     return x.new_empty(x.shape[0], codes.shape[0] * 16)
 
 
-def multiply(x: torch.Tensor, codes: torch.Tensor, dm: torch.Tensor) -> torch.Tensor:
-    """(R, I) float32 or bfloat16 -> (R, O) in x's dtype."""
-    return torch.ops.explorer_q4.gemm(x, codes, dm)
-
-
 def _build(path: Path) -> None:
     """Compile ``SOURCE`` into ``path`` (through a temporary name: a half-written library is never loaded)."""
     from torch.utils import cpp_extension
@@ -109,7 +105,7 @@ def _build(path: Path) -> None:
     command += [f"-I{p}" for p in cpp_extension.include_paths()]
     command += [f"-L{p}" for p in cpp_extension.library_paths()] + ["-lc10", "-ltorch_cpu"]
     command += [f"-Wl,-rpath,{p}" for p in cpp_extension.library_paths()]
-    say(f"Building the 4-bit copy's VNNI kernel for this CPU once (≈ 30 s on 2 cores; kept in {path.parent}) …")
+    say(f"Building the 4-bit copy's VNNI kernel for this CPU once (≈ 10 s on 2 cores; kept in {path.parent}) …")
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
     except subprocess.TimeoutExpired:
