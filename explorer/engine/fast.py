@@ -45,6 +45,7 @@ from .kernel_linear import KernelLinear
 _LOCK = threading.RLock()
 # module -> (view or None, [(weight, version)], kernel choice)
 _VIEWS: "weakref.WeakKeyDictionary[torch.nn.Module, tuple]" = weakref.WeakKeyDictionary()
+_VIEW_BYTES: "weakref.WeakKeyDictionary[torch.nn.Module, int]" = weakref.WeakKeyDictionary()  # a view → bytes it added
 
 
 def enabled() -> bool:
@@ -108,7 +109,10 @@ def view_bytes(module: torch.nn.Module) -> int:
     cached = _VIEWS.get(module)
     if cached is None or cached[0] is None:
         return 0
-    return sum(m.extra_bytes() for m in cached[0].modules() if isinstance(m, KernelLinear))
+    counted = _VIEW_BYTES.get(cached[0])
+    if counted is None:  # a view's forms are fixed once built (``_build``): counted once, not on every cache hit
+        counted = _VIEW_BYTES[cached[0]] = sum(m.extra_bytes() for m in cached[0].modules() if isinstance(m, KernelLinear))
+    return counted
 
 
 
