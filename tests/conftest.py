@@ -112,7 +112,6 @@ def page(browser, url):
 BROWSER_FIXTURES = {"browser", "page"}
 MODEL_FIXTURES = {"default_model", "shipped_exit4_agreement"}
 SLOW = {
-    "test_space_default.py::test_without_the_package_the_default_is_the_same_model_with_its_trained_drafts",
     "test_trace_security.py::test_the_largest_trace_loads_and_draws_every_view_quickly",
     "test_soak.py::test_the_adversarial_soak_cancels_uploads_and_reads_the_worst_traces",
     "test_hierarchical.py::test_sampled_tokens_follow_the_target_with_three_models",

