@@ -75,8 +75,9 @@ def test_the_adversarial_soak_cancels_uploads_and_reads_the_worst_traces(monkeyp
 
     from explorer.cli import main
     from explorer.tools import soak_adversarial, soak_long_jobs
-    from explorer.ui import long_jobs
+    from explorer.ui import disk, long_jobs
 
+    monkeypatch.setattr(disk, "EVERY_S", 1.0)  # the trimmer's period: the soak waits two of them after the uploads
     monkeypatch.setattr(soak_adversarial, "PASSES", 1)
     monkeypatch.setattr(soak_adversarial, "UPLOADS", 2)
     monkeypatch.setattr(soak_long_jobs, "PROBE_S", 12.0)
@@ -85,7 +86,9 @@ def test_the_adversarial_soak_cancels_uploads_and_reads_the_worst_traces(monkeyp
     assert main(["soak", "--adversarial", "--out", str(out)]) == 0
     report = json.loads(out.read_text())
     assert all(row["running_when_cancelled"] and row["idle_after_s"] <= 2 for row in report["cancels"])
-    assert report["uploads"]["accepted"] == 2 and len(report["worst_traces"]) == 3
+    uploads = report["uploads"]
+    assert uploads["accepted"] == 2 and uploads["folder_mb_after_trim"] <= uploads["budget_mb"]
+    assert len(report["worst_traces"]) == 3
     assert all(row["view_mb"] < 2 for row in report["worst_traces"])
     assert all(row["refused"] and row["seconds"] < 5 for row in report["refused_traces"])  # issue 40's probes
     assert all(row["cpu_s"] < 1 and row["answer"] != "read" for row in report["redos"])
