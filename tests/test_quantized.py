@@ -67,15 +67,21 @@ def test_the_int4_copy_agrees_with_the_target_as_its_prior_says(default_model):
     from explorer.methods.quantized.drafter import EXACT_INT4_AGREEMENT
 
     copy = lowbit_copy(default_model, "int4").decoder
-    agree = total = 0
+    agree = stepped = total = 0
     for prompt in heldout_prompts(5):
         run = explorer.decode(default_model, prompt["text"], method="ar", max_new_tokens=48)
         ids, out = list(run.prompt_ids), list(run.output_ids)
         with torch.inference_mode():
             guesses = copy(torch.tensor([ids + out[:-1]]), new_cache(), len(out)).argmax(-1).tolist()
+            # ...and one token at a time, as it drafts (a one-token step: every layer in one call where it can)
+            cache = new_cache()
+            steps = [int(copy(torch.tensor([ids]), cache, 1).argmax())]
+            steps += [int(copy(torch.tensor([[token]]), cache, 1).argmax()) for token in out[:-1]]
         agree += sum(a == b for a, b in zip(guesses, out))
+        stepped += sum(a == b for a, b in zip(steps, out))
         total += len(out)
     assert agree / total >= 0.97 and abs(agree / total - EXACT_INT4_AGREEMENT) <= 0.02, agree / total
+    assert stepped / total >= 0.97 and abs(stepped / total - EXACT_INT4_AGREEMENT) <= 0.02, stepped / total
 
 
 # -- exactness as a draft -------------------------------------------------------------------------------

@@ -26,6 +26,8 @@
 #include <torch/library.h>
 #include <immintrin.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <type_traits>
 #include <vector>
@@ -190,7 +192,214 @@ at::Tensor gemm(const at::Tensor& x, const at::Tensor& codes, const at::Tensor& 
   return out;
 }
 
+
+// -- a whole one-token step of the copy in one call (#49) -------------------------------------------------------
+// Why: one step of the copy is 30 layers of 4 products, and the products alone ran at ≈ 1.2× their bytes here,
+// while the step took ≈ 2.3× them: ≈ 80 µs a layer went to everything between the products (the compiled
+// layer's call, its norms, rotary and attention kernels, the KV cache's writes, Python). Here a layer is those
+// same steps in one loop over plain arrays, in the compiled layer's order and its bfloat16 roundings (float32
+// inside, bfloat16 wherever the layer stores a tensor); only the products use both threads.
+
+// a float rounded to bfloat16 and back (to nearest, ties to even), as a bfloat16 store would leave it
+inline float bf16_round(float v) {
+  uint32_t u;
+  std::memcpy(&u, &v, 4);
+  u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000u;
+  std::memcpy(&v, &u, 4);
+  return v;
+}
+
+inline float bf16_value(uint16_t b) {
+  const uint32_t u = static_cast<uint32_t>(b) << 16;
+  float v;
+  std::memcpy(&v, &u, 4);
+  return v;
+}
+
+inline uint16_t bf16_bits(float v) {  // v already rounded (bf16_round): its upper half
+  uint32_t u;
+  std::memcpy(&u, &v, 4);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+// 16 bfloat16 values as float32
+inline __m512 load16_bf16(const uint16_t* x) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(
+      reinterpret_cast<const __m256i*>(x))), 16));
+}
+
+// Σ a_i b_i, a float32, b bfloat16 (d a multiple of 16, else the tail in scalar)
+inline float dot_bf16(const float* a, const uint16_t* b, int64_t d) {
+  __m512 acc = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= d; i += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), load16_bf16(b + i), acc);
+  float total = _mm512_reduce_add_ps(acc);
+  for (; i < d; ++i) total += a[i] * bf16_value(b[i]);
+  return total;
+}
+
+// out += w · b, b bfloat16
+inline void add_scaled_bf16(float* out, const uint16_t* b, float w, int64_t d) {
+  const __m512 weight = _mm512_set1_ps(w);
+  int64_t i = 0;
+  for (; i + 16 <= d; i += 16) _mm512_storeu_ps(out + i, _mm512_fmadd_ps(weight, load16_bf16(b + i), _mm512_loadu_ps(out + i)));
+  for (; i < d; ++i) out[i] += w * bf16_value(b[i]);
+}
+
+// e^x, 16 at a time (Cephes' expf: x = n ln 2 + r, |r| ≤ ln 2 / 2, a degree-6 polynomial; relative error ~1e-7,
+// far below bfloat16's 4e-3), inputs clamped to where float32 neither overflows nor underflows to a denormal
+inline __m512 exp16(__m512 x) {
+  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.3f)), _mm512_set1_ps(88.3f));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.f)));
+  return _mm512_scalef_ps(p, n);
+}
+
+// x ← softmax(x · scale), in place
+inline void softmax(float* x, int64_t n, float scale) {
+  float top = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) top = std::max(top, x[i] * scale);
+  const __m512 sc = _mm512_set1_ps(scale), shift = _mm512_set1_ps(top);
+  __m512 sum = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 e = exp16(_mm512_fmsub_ps(_mm512_loadu_ps(x + i), sc, shift));
+    _mm512_storeu_ps(x + i, e);
+    sum = _mm512_add_ps(sum, e);
+  }
+  float total = _mm512_reduce_add_ps(sum);
+  for (; i < n; ++i) total += (x[i] = std::exp(x[i] * scale - top));
+  const float inverse = 1.f / total;
+  for (int64_t k = 0; k < n; ++k) x[k] *= inverse;
+}
+
+// out_i = bf16(bf16(silu(gate_i)) · up_i), as the layer stores silu(gate) and then its product with up
+inline void silu_times(const float* gate, const float* up, int64_t n, float* out) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 a = _mm512_loadu_ps(gate + i);
+    const __m512 silu = _mm512_div_ps(a, _mm512_add_ps(_mm512_set1_ps(1.f), exp16(_mm512_sub_ps(_mm512_setzero_ps(), a))));
+    _mm512_storeu_ps(out + i, silu);
+    for (int k = 0; k < 16; ++k) out[i + k] = bf16_round(bf16_round(out[i + k]) * up[i + k]);
+  }
+  for (; i < n; ++i) out[i] = bf16_round(bf16_round(gate[i] / (1.f + std::exp(-gate[i]))) * up[i]);
+}
+
+// HF's RMSNorm in its order: float32 inside, to the input's dtype, then times the weight (stored: rounded)
+void rms_norm_row(const float* x, const uint16_t* weight, int64_t n, float eps, float* out) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
+  const float r = 1.f / std::sqrt(static_cast<float>(sum / n) + eps);
+  for (int64_t i = 0; i < n; ++i) out[i] = bf16_round(bf16_value(weight[i]) * bf16_round(x[i] * r));
+}
+
+// one product of a row already in bfloat16 values: (I) -> (O), rounded to bfloat16 as the kernel's output is
+void product_row(const float* x, const at::Tensor& codes, const at::Tensor& dm, float* out) {
+  const int64_t outputs = codes.size(0) * 16, inputs = codes.size(1) * 8;
+  gemm_into(x, codes.data_ptr<uint8_t>(), reinterpret_cast<const uint16_t*>(dm.data_ptr<at::Half>()), 1, inputs,
+            outputs, out);
+  for (int64_t i = 0; i < outputs; ++i) out[i] = bf16_round(out[i]);
+}
+
+// q·cos + rotate_half(q)·sin for one head of size d, rounded
+inline void rotate(float* x, const float* cos, const float* sin, int64_t d) {
+  const int64_t half = d / 2;
+  float rotated[256];
+  for (int64_t i = 0; i < half; ++i) rotated[i] = -x[half + i];
+  for (int64_t i = half; i < d; ++i) rotated[i] = x[i - half];
+  for (int64_t i = 0; i < d; ++i) x[i] = bf16_round(x[i] * cos[i] + rotated[i] * sin[i]);
+}
+
+// hidden (1, 1, H) bfloat16 after ``past`` cached positions through every layer: ``weights`` 10 a layer (qkv, o,
+// gate_up, down as codes and dm; the two norm weights (H) bfloat16), ``keys``/``values`` each layer's KV buffers
+// (1, G, C, D) bfloat16 with C > past, written at ``past``; cos, sin (D) of the new position. -> (1, 1, H) bfloat16
+at::Tensor step(const at::Tensor& hidden, at::TensorList weights, at::TensorList keys, at::TensorList values,
+                int64_t past, const at::Tensor& cos, const at::Tensor& sin, double eps, double scaling, int64_t heads) {
+  const int64_t layers = static_cast<int64_t>(keys.size());
+  TORCH_CHECK(layers > 0 && static_cast<int64_t>(values.size()) == layers &&
+                  static_cast<int64_t>(weights.size()) == 10 * layers, "step: 10 weights and a KV pair a layer");
+  TORCH_CHECK(hidden.scalar_type() == at::kBFloat16 && hidden.numel() == hidden.size(-1), "hidden: (1, 1, H) bf16");
+  const int64_t h = hidden.size(-1);
+  const int64_t g = keys[0].size(1), capacity = keys[0].size(2), d = keys[0].size(3);
+  TORCH_CHECK(d <= 256 && d % 2 == 0 && heads % g == 0 && past < capacity && cos.numel() == d && sin.numel() == d,
+              "step: head size, heads or cache room");
+  const int64_t inner = weights[4].size(0) * 16 / 2, s = past + 1;
+  std::vector<float> x(h), normed(h), qkv((heads + 2 * g) * d), attended(heads * d), projected(h);
+  std::vector<float> gate_up(2 * inner), mixed(inner), scores(heads / g * s);
+  std::vector<float> c(d), sn(d);
+  const at::Tensor cf = cos.to(at::kFloat).contiguous(), sf = sin.to(at::kFloat).contiguous();
+  for (int64_t i = 0; i < d; ++i) c[i] = cf.data_ptr<float>()[i], sn[i] = sf.data_ptr<float>()[i];
+  const auto* in = reinterpret_cast<const uint16_t*>(hidden.contiguous().data_ptr<at::BFloat16>());
+  for (int64_t i = 0; i < h; ++i) x[i] = bf16_value(in[i]);
+  for (int64_t l = 0; l < layers; ++l) {
+    const at::Tensor* w = weights.data() + 10 * l;
+    const auto* norm_in = reinterpret_cast<const uint16_t*>(w[8].data_ptr<at::BFloat16>());
+    const auto* norm_post = reinterpret_cast<const uint16_t*>(w[9].data_ptr<at::BFloat16>());
+    auto* k_cache = reinterpret_cast<uint16_t*>(keys[l].data_ptr<at::BFloat16>());
+    auto* v_cache = reinterpret_cast<uint16_t*>(values[l].data_ptr<at::BFloat16>());
+    TORCH_CHECK(keys[l].is_contiguous() && values[l].is_contiguous() && keys[l].size(2) == capacity,
+                "step: contiguous KV buffers of one capacity");
+    rms_norm_row(x.data(), norm_in, h, static_cast<float>(eps), normed.data());
+    product_row(normed.data(), w[0], w[1], qkv.data());
+    float* q = qkv.data();
+    float* k = q + heads * d;
+    float* v = k + g * d;
+    for (int64_t n = 0; n < heads; ++n) rotate(q + n * d, c.data(), sn.data(), d);
+    for (int64_t j = 0; j < g; ++j) {
+      rotate(k + j * d, c.data(), sn.data(), d);
+      for (int64_t i = 0; i < d; ++i) {
+        k_cache[(j * capacity + past) * d + i] = bf16_bits(k[j * d + i]);
+        v_cache[(j * capacity + past) * d + i] = bf16_bits(v[j * d + i]);
+      }
+    }
+    // softmax(q kᵀ · scaling) v over the s positions; a key/value head's query heads (heads / g of them) read
+    // each cached row once
+    const int64_t per = heads / g;
+    for (int64_t j = 0; j < g; ++j) {
+      for (int64_t p = 0; p < s; ++p) {
+        const uint16_t* kp = k_cache + (j * capacity + p) * d;
+        for (int64_t e = 0; e < per; ++e) scores[e * s + p] = dot_bf16(q + (j * per + e) * d, kp, d);
+      }
+      for (int64_t e = 0; e < per; ++e) softmax(scores.data() + e * s, s, static_cast<float>(scaling));
+      float* out = attended.data() + j * per * d;
+      std::fill(out, out + per * d, 0.f);
+      for (int64_t p = 0; p < s; ++p) {
+        const uint16_t* vp = v_cache + (j * capacity + p) * d;
+        for (int64_t e = 0; e < per; ++e) add_scaled_bf16(out + e * d, vp, scores[e * s + p], d);
+      }
+      for (int64_t i = 0; i < per * d; ++i) out[i] = bf16_round(out[i]);
+    }
+    product_row(attended.data(), w[2], w[3], projected.data());
+    for (int64_t i = 0; i < h; ++i) x[i] = bf16_round(x[i] + projected[i]);
+    rms_norm_row(x.data(), norm_post, h, static_cast<float>(eps), normed.data());
+    product_row(normed.data(), w[4], w[5], gate_up.data());
+    silu_times(gate_up.data(), gate_up.data() + inner, inner, mixed.data());
+    product_row(mixed.data(), w[6], w[7], projected.data());
+    for (int64_t i = 0; i < h; ++i) x[i] = bf16_round(x[i] + projected[i]);
+  }
+  at::Tensor result = at::empty_like(hidden);
+  auto* out = reinterpret_cast<uint16_t*>(result.data_ptr<at::BFloat16>());
+  for (int64_t i = 0; i < h; ++i) out[i] = bf16_bits(x[i]);
+  return result;
+}
+
 }  // namespace
 
-TORCH_LIBRARY(explorer_q4, m) { m.def("gemm(Tensor x, Tensor codes, Tensor dm) -> Tensor"); }
-TORCH_LIBRARY_IMPL(explorer_q4, CPU, m) { m.impl("gemm", gemm); }
+TORCH_LIBRARY(explorer_q4, m) {
+  m.def("gemm(Tensor x, Tensor codes, Tensor dm) -> Tensor");
+  m.def("step(Tensor hidden, Tensor[] weights, Tensor[] keys, Tensor[] values, int past, Tensor cos, Tensor sin, "
+        "float eps, float scaling, int heads) -> Tensor");
+}
+TORCH_LIBRARY_IMPL(explorer_q4, CPU, m) {
+  m.impl("gemm", gemm);
+  m.impl("step", step);
+}
