@@ -4,6 +4,7 @@ weights, the same bfloat16 roundings as the layers run one by one), write the KV
 and step aside where it does not apply."""
 
 import copy as copying
+import re
 
 import pytest
 import torch
@@ -96,3 +97,19 @@ def test_the_step_steps_aside_where_it_does_not_apply(tiny_copy, monkeypatch):
     assert calls == []
     monkeypatch.setenv("EXPLORER_WHOLE_STEP", "1")
     assert "every layer in one call" in lowbit_copy(target, "int4").about()
+
+
+def test_the_profile_times_the_one_call_step_beside_the_layers_one_by_one(tiny_copy):
+    """`explorer profile --draft int4` weighs the step against its bytes, and where the step is one call it times the
+    layers one by one at the same moments (interleaved) and prints both against the same floor."""
+    from explorer.profile import draft_step, draft_words
+
+    target, _ = tiny_copy
+    step = draft_step(target, "int4", context=16, repeats=3)
+    assert step["step_s"] > 0 and step["layers_s"] > 0
+    floor = step["bytes"] / step["bandwidth"]
+    said = draft_words("int4", step)
+    if step["step_s"] >= floor:  # else the line says no ratio can be shown (a busy spell), tested in test_cli.py
+        layers, ratio = (float(x) for x in re.search(r"the layers one by one: ([\d.]+) ms, ([\d.]+)× its bytes",
+                                                     said).groups())
+        assert abs(layers - step["layers_s"] * 1e3) < 0.01 and abs(ratio - step["layers_s"] / floor) / ratio < 0.01

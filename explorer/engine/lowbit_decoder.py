@@ -11,7 +11,9 @@ Shape legend: T new tokens, H hidden size, V vocabulary.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
 
 import torch
 from transformers import DynamicCache
@@ -89,8 +91,25 @@ class LowBitDecoder(torch.nn.Module):
         return sum(p.extra_bytes() for p in products + [self.head])
 
 
+_LAYERED = threading.local()
+
+
+@contextlib.contextmanager
+def layer_by_layer():
+    """Run one-token steps layer by layer inside this block, on this thread (``explorer profile`` times both)."""
+    before = getattr(_LAYERED, "on", False)
+    _LAYERED.on = True
+    try:
+        yield
+    finally:
+        _LAYERED.on = before
+
+
 def _whole_step_on() -> bool:
-    """``EXPLORER_WHOLE_STEP=0`` turns the one-call step off (read on every call, as ``EXPLORER_Q4_VNNI``)."""
+    """``EXPLORER_WHOLE_STEP=0`` turns the one-call step off (read on every call, as ``EXPLORER_Q4_VNNI``), and so
+    does ``layer_by_layer``."""
+    if getattr(_LAYERED, "on", False):
+        return False
     return os.environ.get("EXPLORER_WHOLE_STEP", "1").strip().lower() not in ("0", "false", "no", "off")
 
 

@@ -282,6 +282,52 @@ inline void softmax(float* x, int64_t n, float scale) {
   for (int64_t k = 0; k < n; ++k) x[k] *= inverse;
 }
 
+// One key/value head's attention for its ``per`` query heads q (per, d), over s cached rows of k and v (s, d)
+// bfloat16: out (per, d) = softmax(q kᵀ · scale) v, rounded to bfloat16. With d = 64 (the default model's) a row
+// of k or v is four registers, read once for every query head, and the outputs stay in registers.
+inline void attend(const float* q, const uint16_t* k, const uint16_t* v, int64_t s, int64_t d, int64_t per,
+                   float scale, float* scores, float* out) {
+  if (d == 64 && per <= 4) {
+    __m512 qs[4][4];
+    for (int64_t e = 0; e < per; ++e)
+      for (int c = 0; c < 4; ++c) qs[e][c] = _mm512_loadu_ps(q + e * 64 + c * 16);
+    for (int64_t p = 0; p < s; ++p) {
+      const uint16_t* kp = k + p * 64;
+      const __m512 k0 = load16_bf16(kp), k1 = load16_bf16(kp + 16), k2 = load16_bf16(kp + 32), k3 = load16_bf16(kp + 48);
+      for (int64_t e = 0; e < per; ++e) {
+        const __m512 a = _mm512_fmadd_ps(qs[e][0], k0, _mm512_mul_ps(qs[e][1], k1));
+        const __m512 b = _mm512_fmadd_ps(qs[e][2], k2, _mm512_mul_ps(qs[e][3], k3));
+        scores[e * s + p] = _mm512_reduce_add_ps(_mm512_add_ps(a, b));
+      }
+    }
+    for (int64_t e = 0; e < per; ++e) softmax(scores + e * s, s, scale);
+    __m512 acc[4][4];
+    for (int64_t e = 0; e < per; ++e)
+      for (int c = 0; c < 4; ++c) acc[e][c] = _mm512_setzero_ps();
+    for (int64_t p = 0; p < s; ++p) {
+      const uint16_t* vp = v + p * 64;
+      const __m512 v0 = load16_bf16(vp), v1 = load16_bf16(vp + 16), v2 = load16_bf16(vp + 32), v3 = load16_bf16(vp + 48);
+      for (int64_t e = 0; e < per; ++e) {
+        const __m512 w = _mm512_set1_ps(scores[e * s + p]);
+        acc[e][0] = _mm512_fmadd_ps(w, v0, acc[e][0]);
+        acc[e][1] = _mm512_fmadd_ps(w, v1, acc[e][1]);
+        acc[e][2] = _mm512_fmadd_ps(w, v2, acc[e][2]);
+        acc[e][3] = _mm512_fmadd_ps(w, v3, acc[e][3]);
+      }
+    }
+    for (int64_t e = 0; e < per; ++e)
+      for (int c = 0; c < 4; ++c) _mm512_storeu_ps(out + e * 64 + c * 16, acc[e][c]);
+  } else {
+    for (int64_t p = 0; p < s; ++p)
+      for (int64_t e = 0; e < per; ++e) scores[e * s + p] = dot_bf16(q + e * d, k + p * d, d);
+    for (int64_t e = 0; e < per; ++e) softmax(scores + e * s, s, scale);
+    std::fill(out, out + per * d, 0.f);
+    for (int64_t p = 0; p < s; ++p)
+      for (int64_t e = 0; e < per; ++e) add_scaled_bf16(out + e * d, v + p * d, scores[e * s + p], d);
+  }
+  for (int64_t i = 0; i < per * d; ++i) out[i] = bf16_round(out[i]);
+}
+
 // out_i = bf16(bf16(silu(gate_i)) · up_i), as the layer stores silu(gate) and then its product with up
 inline void silu_times(const float* gate, const float* up, int64_t n, float* out) {
   int64_t i = 0;
@@ -332,9 +378,9 @@ at::Tensor step(const at::Tensor& hidden, at::TensorList weights, at::TensorList
   const int64_t g = keys[0].size(1), capacity = keys[0].size(2), d = keys[0].size(3);
   TORCH_CHECK(d <= 256 && d % 2 == 0 && heads % g == 0 && past < capacity && cos.numel() == d && sin.numel() == d,
               "step: head size, heads or cache room");
-  const int64_t inner = weights[4].size(0) * 16 / 2, s = past + 1;
+  const int64_t inner = weights[4].size(0) * 16 / 2, s = past + 1, per = heads / g;
   std::vector<float> x(h), normed(h), qkv((heads + 2 * g) * d), attended(heads * d), projected(h);
-  std::vector<float> gate_up(2 * inner), mixed(inner), scores(heads / g * s);
+  std::vector<float> gate_up(2 * inner), mixed(inner), scores(heads * s);
   std::vector<float> c(d), sn(d);
   const at::Tensor cf = cos.to(at::kFloat).contiguous(), sf = sin.to(at::kFloat).contiguous();
   for (int64_t i = 0; i < d; ++i) c[i] = cf.data_ptr<float>()[i], sn[i] = sf.data_ptr<float>()[i];
@@ -361,23 +407,14 @@ at::Tensor step(const at::Tensor& hidden, at::TensorList weights, at::TensorList
         v_cache[(j * capacity + past) * d + i] = bf16_bits(v[j * d + i]);
       }
     }
-    // softmax(q kᵀ · scaling) v over the s positions; a key/value head's query heads (heads / g of them) read
-    // each cached row once
-    const int64_t per = heads / g;
-    for (int64_t j = 0; j < g; ++j) {
-      for (int64_t p = 0; p < s; ++p) {
-        const uint16_t* kp = k_cache + (j * capacity + p) * d;
-        for (int64_t e = 0; e < per; ++e) scores[e * s + p] = dot_bf16(q + (j * per + e) * d, kp, d);
+    // softmax(q kᵀ · scaling) v over the s positions; a key/value head's query heads read each cached row once
+    // (the key/value heads on both threads: the cache is read from memory, the weights having streamed through)
+    at::parallel_for(0, g, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t j = begin; j < end; ++j) {
+        attend(q + j * per * d, k_cache + j * capacity * d, v_cache + j * capacity * d, s, d, per,
+               static_cast<float>(scaling), scores.data() + j * per * s, attended.data() + j * per * d);
       }
-      for (int64_t e = 0; e < per; ++e) softmax(scores.data() + e * s, s, static_cast<float>(scaling));
-      float* out = attended.data() + j * per * d;
-      std::fill(out, out + per * d, 0.f);
-      for (int64_t p = 0; p < s; ++p) {
-        const uint16_t* vp = v_cache + (j * capacity + p) * d;
-        for (int64_t e = 0; e < per; ++e) add_scaled_bf16(out + e * d, vp, scores[e * s + p], d);
-      }
-      for (int64_t i = 0; i < per * d; ++i) out[i] = bf16_round(out[i]);
-    }
+    });
     product_row(attended.data(), w[2], w[3], projected.data());
     for (int64_t i = 0; i < h; ++i) x[i] = bf16_round(x[i] + projected[i]);
     rms_norm_row(x.data(), norm_post, h, static_cast<float>(eps), normed.data());
