@@ -328,16 +328,16 @@ inline void attend(const float* q, const uint16_t* k, const uint16_t* v, int64_t
   for (int64_t i = 0; i < per * d; ++i) out[i] = bf16_round(out[i]);
 }
 
-// out_i = bf16(bf16(silu(gate_i)) · up_i), as the layer stores silu(gate) and then its product with up
+// out_i = bf16(silu(gate_i) · up_i): the down product's input, rounded once as the compiled layer rounds it
 inline void silu_times(const float* gate, const float* up, int64_t n, float* out) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
     const __m512 a = _mm512_loadu_ps(gate + i);
     const __m512 silu = _mm512_div_ps(a, _mm512_add_ps(_mm512_set1_ps(1.f), exp16(_mm512_sub_ps(_mm512_setzero_ps(), a))));
     _mm512_storeu_ps(out + i, silu);
-    for (int k = 0; k < 16; ++k) out[i + k] = bf16_round(bf16_round(out[i + k]) * up[i + k]);
+    for (int k = 0; k < 16; ++k) out[i + k] = bf16_round(out[i + k] * up[i + k]);
   }
-  for (; i < n; ++i) out[i] = bf16_round(bf16_round(gate[i] / (1.f + std::exp(-gate[i]))) * up[i]);
+  for (; i < n; ++i) out[i] = bf16_round(gate[i] / (1.f + std::exp(-gate[i])) * up[i]);
 }
 
 // HF's RMSNorm in its order: float32 inside, to the input's dtype, then times the weight (stored: rounded)
@@ -356,13 +356,15 @@ void product_row(const float* x, const at::Tensor& codes, const at::Tensor& dm, 
   for (int64_t i = 0; i < outputs; ++i) out[i] = bf16_round(out[i]);
 }
 
-// q·cos + rotate_half(q)·sin for one head of size d, rounded
-inline void rotate(float* x, const float* cos, const float* sin, int64_t d) {
+// q·cos + rotate_half(q)·sin for one head of size d, rounded to bfloat16 where it is stored (the keys)
+inline void rotate(float* x, const float* cos, const float* sin, int64_t d, bool stored) {
   const int64_t half = d / 2;
   float rotated[256];
   for (int64_t i = 0; i < half; ++i) rotated[i] = -x[half + i];
   for (int64_t i = half; i < d; ++i) rotated[i] = x[i - half];
-  for (int64_t i = 0; i < d; ++i) x[i] = bf16_round(x[i] * cos[i] + rotated[i] * sin[i]);
+  for (int64_t i = 0; i < d; ++i) x[i] = x[i] * cos[i] + rotated[i] * sin[i];
+  if (stored)
+    for (int64_t i = 0; i < d; ++i) x[i] = bf16_round(x[i]);
 }
 
 // hidden (1, 1, H) bfloat16 after ``past`` cached positions through every layer: ``weights`` 10 a layer (qkv, o,
@@ -399,9 +401,9 @@ at::Tensor step(const at::Tensor& hidden, at::TensorList weights, at::TensorList
     float* q = qkv.data();
     float* k = q + heads * d;
     float* v = k + g * d;
-    for (int64_t n = 0; n < heads; ++n) rotate(q + n * d, c.data(), sn.data(), d);
+    for (int64_t n = 0; n < heads; ++n) rotate(q + n * d, c.data(), sn.data(), d, false);
     for (int64_t j = 0; j < g; ++j) {
-      rotate(k + j * d, c.data(), sn.data(), d);
+      rotate(k + j * d, c.data(), sn.data(), d, true);
       for (int64_t i = 0; i < d; ++i) {
         k_cache[(j * capacity + past) * d + i] = bf16_bits(k[j * d + i]);
         v_cache[(j * capacity + past) * d + i] = bf16_bits(v[j * d + i]);
@@ -416,7 +418,7 @@ at::Tensor step(const at::Tensor& hidden, at::TensorList weights, at::TensorList
       }
     });
     product_row(attended.data(), w[2], w[3], projected.data());
-    for (int64_t i = 0; i < h; ++i) x[i] = bf16_round(x[i] + projected[i]);
+    for (int64_t i = 0; i < h; ++i) x[i] += projected[i];  // kept in float32 to the layer's end, as compiled
     rms_norm_row(x.data(), norm_post, h, static_cast<float>(eps), normed.data());
     product_row(normed.data(), w[4], w[5], gate_up.data());
     silu_times(gate_up.data(), gate_up.data() + inner, inner, mixed.data());
