@@ -19,7 +19,6 @@ those too.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import inspect
@@ -39,6 +38,7 @@ from ..errors import one_line
 from . import compile_child, layer_maths, lowbit, q4_vnni
 from .compile_child import checked, first_output
 from .kernels import say
+from .switches import ThreadSwitch
 from .layer_maths import LayerShape
 from .layer_maths import rotate_half  # noqa: F401 — importable from here (``engine.cuda_graphs`` reads it here)
 
@@ -49,7 +49,7 @@ COMPILE_TIMEOUT_S = 300  # a cold compile took 8–25 s on 2 cores here; past th
 _LOCK = threading.Lock()
 _STEPS: dict[LayerShape, Callable | None] = {}
 _STATUS: dict[LayerShape, str] = {}
-_PAUSED = threading.local()  # per thread: ``eager()`` turns compiled layers off for comparisons
+_PAUSED = ThreadSwitch()  # per thread: ``eager()`` turns compiled layers off for comparisons
 
 
 def mode() -> str:
@@ -73,18 +73,12 @@ def worth_it(shape: "LayerShape") -> bool:
 
 
 def paused() -> bool:
-    return getattr(_PAUSED, "on", False)
+    return _PAUSED.on()
 
 
-@contextlib.contextmanager
 def eager():
     """Run the eager fast path inside this block (``explorer profile`` compares the two)."""
-    before = paused()
-    _PAUSED.on = True
-    try:
-        yield
-    finally:
-        _PAUSED.on = before
+    return _PAUSED.block()
 
 
 def status() -> dict[str, str]:

@@ -32,7 +32,6 @@ Shape legend: T new rows, C buffer capacity, H hidden size, N query heads, G key
 
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
 import time
@@ -46,6 +45,7 @@ from .cache import GrowingLayer, cache_layer
 from .fused_layer import FusedLlamaLayer
 from . import static_stack
 from .kernels import say
+from .switches import ThreadSwitch
 from . import split_products
 from .split_products import choose
 
@@ -60,7 +60,7 @@ _POOLS: "weakref.WeakKeyDictionary[torch.nn.Module, object]" = weakref.WeakKeyDi
 _FAILED: "weakref.WeakKeyDictionary[torch.nn.Module, str]" = weakref.WeakKeyDictionary()
 _FREE: "weakref.WeakKeyDictionary[torch.nn.Module, dict]" = weakref.WeakKeyDictionary()  # layer → shape → free pairs
 FREE_PAIRS = 4  # KV buffer pairs a layer keeps for later decodes, per shape (decodes at once beyond it allocate)
-_STATIC_ON_CPU = threading.local()
+_STATIC_ON_CPU = ThreadSwitch()
 COUNTS = {"captured": 0, "capture_s": 0.0, "replayed": 0, "static": 0}  # "static": CPU runs (tests)
 
 
@@ -69,17 +69,11 @@ def enabled() -> bool:
     return os.environ.get("EXPLORER_CUDA_GRAPHS", "1").strip().lower() not in ("0", "false", "no", "off")
 
 
-@contextlib.contextmanager
 def static_on_cpu():
     """Inside this block (this thread), CPU forwards of T ≤ ``MAX_ROWS`` rows run the graphs' static-buffer
     stack eagerly: the same arithmetic a graph replays (whole-buffer attention under a position mask, writes
     at ``slots``), checked against the eager path by the tests on a machine without CUDA."""
-    before = getattr(_STATIC_ON_CPU, "on", False)
-    _STATIC_ON_CPU.on = True
-    try:
-        yield
-    finally:
-        _STATIC_ON_CPU.on = before
+    return _STATIC_ON_CPU.block()
 
 
 def status() -> str:
@@ -102,7 +96,7 @@ def run(layers, hidden: torch.Tensor, past: int, rotary, cache, tree_mask: torch
     stack (``static_on_cpu``), the cache's views extended over the rows written; None when this does not
     apply (the caller then runs the layers eagerly). ``tree_mask`` (1, 1, T, past + T) additive: a token tree's
     rows, each seeing the context and its ancestors (``rotary`` then holds the nodes' positions); None: a chain."""
-    static = hidden.device.type == "cpu" and getattr(_STATIC_ON_CPU, "on", False)
+    static = hidden.device.type == "cpu" and _STATIC_ON_CPU.on()
     t = hidden.shape[1]
     if not (hidden.is_cuda or static) or not enabled() or cache is None or hidden.shape[0] != 1 \
             or not 1 <= t <= MAX_ROWS or not layers or not all(graphable(layer) for layer in layers):

@@ -11,9 +11,7 @@ Shape legend: T new tokens, H hidden size, V vocabulary.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import threading
 
 import torch
 from transformers import DynamicCache
@@ -23,6 +21,7 @@ from .cache import GrowingLayer, cache_layer
 from .layer_maths import rms_norm
 from .fused_layer import FusedLlamaLayer
 from .forward import decoder_parts, run_layers
+from .switches import ThreadSwitch
 
 
 class LowBitDecoder(torch.nn.Module):
@@ -91,24 +90,18 @@ class LowBitDecoder(torch.nn.Module):
         return sum(p.extra_bytes() for p in products + [self.head])
 
 
-_LAYERED = threading.local()
+_LAYERED = ThreadSwitch()
 
 
-@contextlib.contextmanager
 def layer_by_layer():
     """Run one-token steps layer by layer inside this block, on this thread (``explorer profile`` times both)."""
-    before = getattr(_LAYERED, "on", False)
-    _LAYERED.on = True
-    try:
-        yield
-    finally:
-        _LAYERED.on = before
+    return _LAYERED.block()
 
 
 def _whole_step_on() -> bool:
     """``EXPLORER_WHOLE_STEP=0`` turns the one-call step off (read on every call, as ``EXPLORER_Q4_VNNI``), and so
     does ``layer_by_layer``."""
-    if getattr(_LAYERED, "on", False):
+    if _LAYERED.on():
         return False
     return os.environ.get("EXPLORER_WHOLE_STEP", "1").strip().lower() not in ("0", "false", "no", "off")
 
@@ -121,9 +114,9 @@ def _whole_step_weights(layers, dtype: torch.dtype) -> list[torch.Tensor] | None
     weights = []
     for layer in layers:
         products = (layer.qkv, layer.o_proj, layer.gate_up, layer.down_proj)
-        forms = [getattr(p, "compiled_form", lambda: (None, ()))() for p in products]
-        if not layer.silu or any(family != "int4x8" for family, _ in forms) \
-                or any(getattr(p, "bias_tensor", None) is not None for p in products) \
+        forms = [p.compiled_form(None) for p in products]  # LayerProducts (engine.products): how a kernel takes them
+        if not layer.silu or any(form is None or form[0] != "int4x8" for form in forms) \
+                or any(p.bias_tensor is not None for p in products) \
                 or layer.norm_post[1] != layer.norm_in[1] or layer.norm_in[1] != layers[0].norm_in[1] \
                 or layer.norm_in[0].device.type != "cpu":
             return None
