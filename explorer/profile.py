@@ -298,8 +298,9 @@ def draft_words(spec: str, step: dict[str, float]) -> str:
                 "timings), so no ratio is shown; rerun on a quiet machine.")
     said = f"{said}: the step is {step['step_s'] / floor:.2f}× its bytes"
     if "layers_s" in step:  # the one-call step and the layers one by one, timed at the same moments
-        said += (f" (every layer in one call; the layers one by one: {step['layers_s'] * 1e3:.2f} ms, "
-                 f"{step['layers_s'] / floor:.2f}× its bytes)")
+        layers = step["layers_s"]
+        ratio = f", {layers / floor:.2f}× its bytes" if layers >= floor else ""  # no ratio that cannot be
+        said += f" (every layer in one call; the layers one by one: {layers * 1e3:.2f} ms{ratio})"
     return said + "."
 
 

@@ -113,3 +113,13 @@ def test_the_profile_times_the_one_call_step_beside_the_layers_one_by_one(tiny_c
         layers, ratio = (float(x) for x in re.search(r"the layers one by one: ([\d.]+) ms, ([\d.]+)× its bytes",
                                                      said).groups())
         assert abs(layers - step["layers_s"] * 1e3) < 0.01 and abs(ratio - step["layers_s"] / floor) / ratio < 0.01
+
+
+def test_a_layer_by_layer_time_under_the_floor_gets_no_ratio():
+    """A busy spell can leave the layers' timing under the bytes' floor while the step's is over it: the time is
+    shown, no ratio that cannot be."""
+    from explorer.profile import draft_words
+
+    said = draft_words("int4", {"step_s": 0.004, "layers_s": 0.001, "bytes": 84e6, "bandwidth": 30e9})
+    assert "the step is 1.43× its bytes" in said and "the layers one by one: 1.00 ms)" in said
+    assert said.count("× its bytes") == 1
