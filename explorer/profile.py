@@ -268,7 +268,7 @@ def draft_step(target, spec: str, context: int = 128, repeats: int = 15) -> dict
     runner = drafter.runner
     ids = _ids(target, context + repeats + 2)
     runner.logits(ids[:context], 1)
-    # where a one-token step runs every layer in one call (engine.lowbit_decoder), the layers one by one are timed
+    # where a one-token step runs in one call (engine.lowbit_decoder), the layers one by one are timed
     # too, interleaved with it: what the one call saves, measured at the same moments
     ways = {"step_s": contextlib.nullcontext}
     if getattr(forward, "whole_step", lambda: False)():
@@ -300,7 +300,7 @@ def draft_words(spec: str, step: dict[str, float]) -> str:
     if "layers_s" in step:  # the one-call step and the layers one by one, timed at the same moments
         layers = step["layers_s"]
         ratio = f", {layers / floor:.2f}× its bytes" if layers >= floor else ""  # no ratio that cannot be
-        said += f" (every layer in one call; the layers one by one: {layers * 1e3:.2f} ms{ratio})"
+        said += f" (every layer and the head in one call; the layers one by one: {layers * 1e3:.2f} ms{ratio})"
     return said + "."
 
 

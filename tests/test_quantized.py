@@ -73,7 +73,7 @@ def test_the_int4_copy_agrees_with_the_target_as_its_prior_says(default_model):
         ids, out = list(run.prompt_ids), list(run.output_ids)
         with torch.inference_mode():
             guesses = copy(torch.tensor([ids + out[:-1]]), new_cache(), len(out)).argmax(-1).tolist()
-            # ...and one token at a time, as it drafts (a one-token step: every layer in one call where it can)
+            # ...and one token at a time, as it drafts (a one-token step: every layer and the head in one call where it can)
             cache = new_cache()
             steps = [int(copy(torch.tensor([ids]), cache, 1).argmax())]
             steps += [int(copy(torch.tensor([[token]]), cache, 1).argmax()) for token in out[:-1]]

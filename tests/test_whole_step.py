@@ -11,10 +11,11 @@ import torch
 
 import explorer
 from explorer.engine import compiled, lowbit
-from explorer.engine.cache import new_cache
+from explorer.engine.cache import crop_cache, new_cache
+from explorer.engine.lowbit_decoder import RotaryTable
 from explorer.methods.quantized.lowbit_copy import lowbit_copy
 
-PROMPT, STEPS, AFTER = 8, 16, 4  # a prompt's rows in one forward, then one-token steps, then a few rows again
+PROMPT, STEPS, AFTER, BACK = 8, 16, 4, 3  # a prompt's rows in one forward, one-token steps, a few rows again
 
 
 @pytest.fixture(scope="module")
@@ -26,56 +27,74 @@ def tiny_copy():
     return target, made.decoder
 
 
-def oracle_states(target, ids: torch.Tensor) -> torch.Tensor:
+def oracle_logits(target, ids: torch.Tensor) -> torch.Tensor:
     """The copy's function without its roundings: the target with every layer's weights on the copy's 4-bit grid
-    (``Int4Blocks.rounded``, as the copy is made from float weights), run by transformers in float32; its final
-    normed states (T, H)."""
+    (``Int4Blocks.rounded``, as the copy is made from float weights), run by transformers in float32; its logits
+    (T, V)."""
     model = copying.deepcopy(target.model)
     with torch.no_grad():
         for layer in model.model.layers:
             for linear in (*(getattr(layer.self_attn, n) for n in ("q_proj", "k_proj", "v_proj", "o_proj")),
                            *(getattr(layer.mlp, n) for n in ("gate_proj", "up_proj", "down_proj"))):
                 linear.weight.copy_(lowbit.Int4Blocks.rounded(linear.weight).dense())
-        return model(input_ids=ids, output_hidden_states=True).hidden_states[-1][0]
+        return model(input_ids=ids).logits[0]
 
 
 def run(decoder, ids: torch.Tensor, monkeypatch, whole: bool) -> tuple[torch.Tensor, int]:
-    """The decoder over ``ids`` as a draft runs it (a prompt in one forward, one-token steps, a few rows in one
-    forward): the final normed states of every position after the prompt, and how many calls the step took."""
+    """The decoder over ``ids`` as a draft runs it: a prompt in one forward, one-token steps with a rollback of
+    ``BACK`` positions half-way (a rejected draft: the cache cropped, the tokens stepped again), then a few rows in
+    one forward (a verification). -> the logits of every position after the prompt (STEPS + AFTER, V), the step's
+    calls."""
     monkeypatch.setenv("EXPLORER_WHOLE_STEP", "1" if whole else "0")
-    calls, states = [], []
+    calls, logits = [], {}
     step = torch.ops.explorer_q4.step
     monkeypatch.setattr(torch.ops.explorer_q4, "step", lambda *a: calls.append(1) or step(*a))
-    hook = decoder.head.register_forward_hook(lambda module, args, out: states.append(args[0].float()))
     cache = new_cache()
-    try:
-        with torch.inference_mode():
-            decoder(ids[:, :PROMPT], cache, 1)
-            for i in range(PROMPT, PROMPT + STEPS):
-                decoder(ids[:, i:i + 1], cache, 1)
-            decoder(ids[:, PROMPT + STEPS:], cache, AFTER)
-    finally:
-        hook.remove()
-    return torch.cat(states[1:]), len(calls)  # (STEPS + AFTER, H)
+    with torch.inference_mode():
+        decoder(ids[:, :PROMPT], cache, 1)
+        steps = [*range(PROMPT, PROMPT + STEPS // 2), *range(PROMPT + STEPS // 2 - BACK, PROMPT + STEPS)]
+        for i in steps:
+            if i < cache.get_seq_length():
+                crop_cache(cache, i)
+            logits[i] = decoder(ids[:, i:i + 1], cache, 1)[0]
+        rows = decoder(ids[:, PROMPT + STEPS:], cache, AFTER)
+    return torch.cat([torch.stack([logits[i] for i in sorted(logits)]), rows]), len(calls)
 
 
-def test_a_one_token_step_is_one_call_computing_the_copys_layers(tiny_copy, monkeypatch):
+def test_a_one_token_step_is_one_call_computing_the_copys_function(tiny_copy, monkeypatch):
+    """Every layer and the head: the logits of one-call steps are as close to the copy's exact function as the
+    layers' one by one, across a rollback, and the rows run after them read the KV cache the steps wrote."""
     target, decoder = tiny_copy
     ids = torch.randint(0, target.model.config.vocab_size, (1, PROMPT + STEPS + AFTER),
                         generator=torch.Generator().manual_seed(0))
-    truth = oracle_states(target, ids)[PROMPT:]
+    truth = oracle_logits(target, ids)[PROMPT:]
     whole, calls = run(decoder, ids, monkeypatch, whole=True)
     layers, none = run(decoder, ids, monkeypatch, whole=False)
-    assert calls == STEPS and none == 0  # one call a one-token step; none for a prompt's or a verification's rows
+    assert calls == STEPS + BACK and none == 0  # one call a one-token step; none for a prompt's or verification's rows
     error = (whole - truth).abs().amax(-1)  # per position: the one-call steps, then the rows read their KV cache
     reference = (layers - truth).abs().amax(-1)
     scale = truth.abs().amax()
-    print(f"max error / max state: one call {float(error.max() / scale):.4f}, layer by layer "
+    print(f"max error / max logit: one call {float(error.max() / scale):.4f}, layer by layer "
           f"{float(reference.max() / scale):.4f}")
-    # both round to bfloat16 (≈ 0.4 % a value) through every layer; a wrong rotary, mask or cache position is
-    # off by the states' own size
+    # both round to bfloat16 (≈ 0.4 % a value) through every layer and read a 4-bit head; a wrong rotary, mask,
+    # cache position or head row is off by the logits' own size
     assert float(error.max()) <= 2 * float(reference.max()) + 0.02 * float(scale)
     assert float(error[STEPS:].max()) <= 2 * float(reference[STEPS:].max()) + 0.02 * float(scale)
+    # the head's shortlist: the top logits scored again in float32 (the 4-bit pass gives bfloat16 values)
+    top = whole[:STEPS].topk(decoder.head.k, dim=-1).values
+    assert float((top != top.bfloat16().float()).float().mean()) > 0.9
+
+
+def test_the_rotary_table_is_the_models_own_rows(tiny_copy):
+    """The step reads (cos, sin) from a table the model's ``rotary_emb`` filled for a block of positions; each row is
+    the one the module gives for that position alone, across the table's growth."""
+    _, decoder = tiny_copy
+    table = RotaryTable(decoder.rotary_emb, torch.bfloat16)
+    like = torch.empty(1, 1, dtype=torch.bfloat16)
+    for position in (0, 7, 255, 256, 300, 1000, 5):
+        cos, sin = decoder.rotary_emb(like, position_ids=torch.tensor([[position]]))
+        kept = table.at(position)
+        assert torch.equal(kept[0], cos[0, 0]) and torch.equal(kept[1], sin[0, 0])
 
 
 def test_the_step_steps_aside_where_it_does_not_apply(tiny_copy, monkeypatch):
@@ -96,7 +115,7 @@ def test_the_step_steps_aside_where_it_does_not_apply(tiny_copy, monkeypatch):
         decoder(ids[:, 4:], new_cache(), 1)
     assert calls == []
     monkeypatch.setenv("EXPLORER_WHOLE_STEP", "1")
-    assert "every layer in one call" in lowbit_copy(target, "int4").about()
+    assert "every layer and the head in one call" in lowbit_copy(target, "int4").about()
 
 
 def test_the_profile_times_the_one_call_step_beside_the_layers_one_by_one(tiny_copy):

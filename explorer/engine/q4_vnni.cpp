@@ -355,7 +355,14 @@ void product_row(const float* x, const at::Tensor& codes, const at::Tensor& dm, 
   const int64_t outputs = codes.size(0) * 16, inputs = codes.size(1) * 8;
   gemm_into(x, codes.data_ptr<uint8_t>(), reinterpret_cast<const uint16_t*>(dm.data_ptr<at::Half>()), 1, inputs,
             outputs, out);
-  for (int64_t i = 0; i < outputs; ++i) out[i] = bf16_round(out[i]);
+  int64_t i = 0;  // outputs come by 16 (the layout's blocks)
+  for (; i + 16 <= outputs; i += 16) {
+    const __m512i u = _mm512_castps_si512(_mm512_loadu_ps(out + i));
+    const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    const __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7FFF)));
+    _mm512_storeu_ps(out + i, _mm512_castsi512_ps(_mm512_and_si512(r, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u)))));
+  }
+  for (; i < outputs; ++i) out[i] = bf16_round(out[i]);
 }
 
 // q·cos + rotate_half(q)·sin for one head of size d, rounded to bfloat16 where it is stored (the keys)
@@ -369,35 +376,103 @@ inline void rotate(float* x, const float* cos, const float* sin, int64_t d, bool
     for (int64_t i = 0; i < d; ++i) x[i] = bf16_round(x[i]);
 }
 
-// hidden (1, 1, H) bfloat16 after ``past`` cached positions through every layer: ``weights`` 10 a layer (qkv, o,
-// gate_up, down as codes and dm; the two norm weights (H) bfloat16), ``keys``/``values`` each layer's KV buffers
-// (1, G, C, D) bfloat16 with C > past, written at ``past``; cos, sin (D) of the new position. -> (1, 1, H) bfloat16
-at::Tensor step(const at::Tensor& hidden, at::TensorList weights, at::TensorList keys, at::TensorList values,
-                int64_t past, const at::Tensor& cos, const at::Tensor& sin, double eps, double scaling, int64_t heads) {
+// The copy's LM head on one row (engine.lowbit's ShortlistHead, the same function): HF's final RMSNorm as the
+// Python norm rounds it (to bfloat16 after the normalisation, again after the weight), every token's logit from the
+// 4-bit pass (bfloat16), then the ``shortlist`` highest scored again in float32 from the model's own head rows.
+void shortlist_head(const float* x, int64_t h, const uint16_t* norm, float eps, const at::Tensor& codes,
+                    const at::Tensor& dm, const at::Tensor& exact, int64_t shortlist, float* logits) {
+  std::vector<float> normed(h);
+  double sum = 0.0;
+  for (int64_t i = 0; i < h; ++i) sum += static_cast<double>(x[i]) * x[i];
+  const float r = 1.f / std::sqrt(static_cast<float>(sum / h) + eps);
+  for (int64_t i = 0; i < h; ++i) normed[i] = bf16_round(bf16_value(norm[i]) * bf16_round(x[i] * r));
+  product_row(normed.data(), codes, dm, logits);
+  // the top ``shortlist`` (ties to the lower id): a scan that looks closer only where a logit beats the lowest kept
+  const int64_t vocab = codes.size(0) * 16, k = std::min(shortlist, vocab);
+  std::vector<std::pair<float, int64_t>> top;  // kept sorted, highest first
+  top.reserve(k + 1);
+  float bar = -INFINITY;
+  const auto before = [](const std::pair<float, int64_t>& a, const std::pair<float, int64_t>& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  };
+  const auto full = [&] { return static_cast<int64_t>(top.size()) == k; };
+  const auto above = [&](int64_t at) {  // which of the 16 logits from ``at`` beat the lowest kept
+    return _mm512_cmp_ps_mask(_mm512_loadu_ps(logits + at), _mm512_set1_ps(bar), _CMP_GT_OQ);
+  };
+  const auto offer = [&](int64_t i) {
+    const std::pair<float, int64_t> candidate{logits[i], i};
+    if (full() && !(candidate.first > bar)) return;
+    top.insert(std::upper_bound(top.begin(), top.end(), candidate, before), candidate);
+    if (static_cast<int64_t>(top.size()) > k) top.pop_back();
+    if (full()) bar = top.back().first;
+  };
+  int64_t i = 0;
+  for (; i + 16 <= vocab; i += 16) {
+    for (__mmask16 over = full() ? above(i) : 0xFFFF; over;) {
+      offer(i + __builtin_ctz(over));
+      over &= over - 1;
+      if (full()) over &= above(i);  // the bar may have risen: the rest of these 16 face it again
+    }
+  }
+  for (; i < vocab; ++i) offer(i);
+  const float* rows = exact.data_ptr<float>();
+  for (const auto& [value, id] : top) {
+    const float* row = rows + id * h;
+    __m512 acc = _mm512_setzero_ps();
+    int64_t j = 0;
+    for (; j + 16 <= h; j += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(normed.data() + j), _mm512_loadu_ps(row + j), acc);
+    float dot = _mm512_reduce_add_ps(acc);
+    for (; j < h; ++j) dot += normed[j] * row[j];
+    logits[id] = dot;
+  }
+}
+
+// A one-token step of the whole copy, from its token to its logits. ``embedding`` (V, H) float32 or bfloat16: the
+// model's own lookup, whose row for ``token`` is rounded to bfloat16 (the copy's activations); ``weights`` 10 a layer
+// (qkv, o, gate_up, down as codes and dm; the two norm weights (H) bfloat16); ``keys``/``values`` each layer's KV
+// buffers (1, G, C, D) bfloat16 with C > past, written at ``past``; cos, sin (D) of the new position; ``head`` the
+// final norm's weight (H) bfloat16, the head's 4-bit codes and dm, and its float32 rows (V, H), ``shortlist`` of
+// them scored exactly. -> [logits (1, V) float32, then every layer's keys and values as views of their buffers
+// over the past + 1 positions now held: what the cache's layers hold next]
+std::vector<at::Tensor> step(const at::Tensor& embedding, int64_t token, at::TensorList weights, at::TensorList keys,
+                             at::TensorList values, int64_t past, const at::Tensor& cos, const at::Tensor& sin,
+                             double eps, double scaling, int64_t heads, at::TensorList head, int64_t shortlist) {
   const int64_t layers = static_cast<int64_t>(keys.size());
   TORCH_CHECK(layers > 0 && static_cast<int64_t>(values.size()) == layers &&
                   static_cast<int64_t>(weights.size()) == 10 * layers, "step: 10 weights and a KV pair a layer");
-  TORCH_CHECK(hidden.scalar_type() == at::kBFloat16 && hidden.numel() == hidden.size(-1), "hidden: (1, 1, H) bf16");
-  const int64_t h = hidden.size(-1);
+  TORCH_CHECK(embedding.dim() == 2 && embedding.is_contiguous() && 0 <= token && token < embedding.size(0) &&
+                  (embedding.scalar_type() == at::kFloat || embedding.scalar_type() == at::kBFloat16),
+              "step: an embedding (V, H) float32 or bfloat16, contiguous, and a token in it");
+  const int64_t h = embedding.size(1);
   const int64_t g = keys[0].size(1), capacity = keys[0].size(2), d = keys[0].size(3);
   TORCH_CHECK(d <= 256 && d % 2 == 0 && heads % g == 0 && past < capacity && cos.numel() == d && sin.numel() == d,
               "step: head size, heads or cache room");
+  TORCH_CHECK(head.size() == 4 && head[3].scalar_type() == at::kFloat && head[3].is_contiguous() &&
+                  head[3].size(1) == h && head[1].size(0) * 16 == head[3].size(0),
+              "step: the head's norm weight, 4-bit codes and dm, and float32 rows (V, H)");
   const int64_t inner = weights[4].size(0) * 16 / 2, s = past + 1, per = heads / g;
   std::vector<float> x(h), normed(h), qkv((heads + 2 * g) * d), attended(heads * d), projected(h);
   std::vector<float> gate_up(2 * inner), mixed(inner), scores(heads * s);
   std::vector<float> c(d), sn(d);
   const at::Tensor cf = cos.to(at::kFloat).contiguous(), sf = sin.to(at::kFloat).contiguous();
   for (int64_t i = 0; i < d; ++i) c[i] = cf.data_ptr<float>()[i], sn[i] = sf.data_ptr<float>()[i];
-  const auto* in = reinterpret_cast<const uint16_t*>(hidden.contiguous().data_ptr<at::BFloat16>());
-  for (int64_t i = 0; i < h; ++i) x[i] = bf16_value(in[i]);
+  if (embedding.scalar_type() == at::kFloat) {
+    const float* row = embedding.data_ptr<float>() + token * h;
+    for (int64_t i = 0; i < h; ++i) x[i] = bf16_round(row[i]);
+  } else {
+    const auto* row = reinterpret_cast<const uint16_t*>(embedding.data_ptr<at::BFloat16>()) + token * h;
+    for (int64_t i = 0; i < h; ++i) x[i] = bf16_value(row[i]);
+  }
   for (int64_t l = 0; l < layers; ++l) {
     const at::Tensor* w = weights.data() + 10 * l;
     const auto* norm_in = reinterpret_cast<const uint16_t*>(w[8].data_ptr<at::BFloat16>());
     const auto* norm_post = reinterpret_cast<const uint16_t*>(w[9].data_ptr<at::BFloat16>());
+    TORCH_CHECK(keys[l].is_contiguous() && values[l].is_contiguous() && keys[l].size(2) == capacity &&
+                    values[l].size(2) == capacity && keys[l].scalar_type() == at::kBFloat16 &&
+                    values[l].scalar_type() == at::kBFloat16,
+                "step: contiguous bfloat16 KV buffers of one capacity");
     auto* k_cache = reinterpret_cast<uint16_t*>(keys[l].data_ptr<at::BFloat16>());
     auto* v_cache = reinterpret_cast<uint16_t*>(values[l].data_ptr<at::BFloat16>());
-    TORCH_CHECK(keys[l].is_contiguous() && values[l].is_contiguous() && keys[l].size(2) == capacity,
-                "step: contiguous KV buffers of one capacity");
     rms_norm_row(x.data(), norm_in, h, static_cast<float>(eps), normed.data());
     product_row(normed.data(), w[0], w[1], qkv.data());
     float* q = qkv.data();
@@ -427,18 +502,22 @@ at::Tensor step(const at::Tensor& hidden, at::TensorList weights, at::TensorList
     product_row(mixed.data(), w[6], w[7], projected.data());
     for (int64_t i = 0; i < h; ++i) x[i] = bf16_round(x[i] + projected[i]);
   }
-  at::Tensor result = at::empty_like(hidden);
-  auto* out = reinterpret_cast<uint16_t*>(result.data_ptr<at::BFloat16>());
-  for (int64_t i = 0; i < h; ++i) out[i] = bf16_bits(x[i]);
-  return result;
+  std::vector<at::Tensor> out;
+  out.reserve(1 + 2 * layers);
+  out.push_back(at::empty({1, head[3].size(0)}, embedding.options().dtype(at::kFloat)));
+  shortlist_head(x.data(), h, reinterpret_cast<const uint16_t*>(head[0].data_ptr<at::BFloat16>()),
+                 static_cast<float>(eps), head[1], head[2], head[3], shortlist, out[0].data_ptr<float>());
+  for (int64_t l = 0; l < layers; ++l) out.push_back(keys[l].narrow(2, 0, s));
+  for (int64_t l = 0; l < layers; ++l) out.push_back(values[l].narrow(2, 0, s));
+  return out;
 }
 
 }  // namespace
 
 TORCH_LIBRARY(explorer_q4, m) {
   m.def("gemm(Tensor x, Tensor codes, Tensor dm) -> Tensor");
-  m.def("step(Tensor hidden, Tensor[] weights, Tensor[] keys, Tensor[] values, int past, Tensor cos, Tensor sin, "
-        "float eps, float scaling, int heads) -> Tensor");
+  m.def("step(Tensor embedding, int token, Tensor[] weights, Tensor[] keys, Tensor[] values, int past, Tensor cos, "
+        "Tensor sin, float eps, float scaling, int heads, Tensor[] head, int shortlist) -> Tensor[]");
 }
 TORCH_LIBRARY_IMPL(explorer_q4, CPU, m) {
   m.impl("gemm", gemm);

@@ -58,7 +58,7 @@ class LowBitCopy:
         head = self.decoder.head.note
         how = "compiled" if self.decoder.compiled() else "eager"
         if self.decoder.whole_step():  # engine.lowbit_decoder: a drafting step's layers in one C++ call
-            how += ", and a one-token step runs every layer in one call"
+            how += ", and a one-token step runs every layer and the head in one call"
         twice = self.decoder.layers[0].qkv.family == "int4x8"
         rounded = " (each product's input rounded to int8 twice over)" if twice else ""
         return (f"{self.bits}: the target's own weights in {self.bits[3:]} bits ({self.source}), "
