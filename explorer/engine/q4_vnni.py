@@ -11,9 +11,10 @@ How it gets here: built from its source once per machine with the C++ compiler i
 and loaded into each process. Where the CPU lacks AVX-512 VNNI, there is no compiler or the build fails, ``load``
 says why in a few words and ``engine.lowbit`` keeps torch's kernels; nothing else changes.
 
-The same library holds ``torch.ops.explorer_q4.step``: a one-token step of the whole copy in one call (every layer
-over this kernel's products, the layer's bf16 roundings; ``engine.lowbit_decoder`` calls it), since between the
-compiled layer's 30 calls a step spent about as long as in its products.
+The same library holds ``torch.ops.explorer_q4.step``: a one-token step of the whole copy in one call, from the
+token's embedding row through every layer (this kernel's products, the layer's bf16 roundings) to the
+``ShortlistHead``'s logits (``engine.lowbit_decoder`` calls it), since between the compiled layer's 30 calls a step
+spent about as long as in its products, and the head and the cache's bookkeeping in Python another ≈ 1 ms.
 
 Its numerics differ from the copy's other kernels by the activations' roundings (the weights are the same codes):
 the copy is a draft, so its agreement with the target is what counts (measured, ``docs/measurements.md``).
