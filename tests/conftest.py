@@ -12,7 +12,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
-from conftest_ui import CHROMIUM, CHROMIUM_ARGS, served_app  # noqa: E402
+from conftest_ui import CHROMIUM, CHROMIUM_ARGS, DESKTOP, open_app, served_app  # noqa: E402
 from helpers import load  # noqa: E402
 
 import explorer  # noqa: E402
@@ -93,14 +93,22 @@ def browser():
         chromium.close()
 
 
-@pytest.fixture
-def page(browser, url):
-    context = browser.new_context(viewport={"width": 1500, "height": 1000}, accept_downloads=True)
-    page = context.new_page()
-    page.goto(url)
-    page.wait_for_selector("#run")
-    yield page
+@pytest.fixture(scope="module")
+def tab(browser):
+    """One browser tab per module, which each test opens the app in afresh (``page``, ``conftest_ui.open_app``):
+    navigating a tab that has loaded the page before took 0.7 s here, a new context's first load 2.7 s (Chromium
+    keeps the tab's renderer, its compiled scripts and its cache), and ≈ 50 browser tests open the page. Each load
+    is a new Gradio session, so no test sees another's state."""
+    context = browser.new_context(viewport=DESKTOP, accept_downloads=True)
+    tab = context.new_page()
+    yield tab
     context.close()
+
+
+@pytest.fixture
+def page(tab, url):
+    """The app, freshly opened at 1500 × 1000 in this module's tab."""
+    return open_app(tab, url)
 
 
 # -- lanes -----------------------------------------------------------------------------------------------
@@ -109,7 +117,7 @@ def page(browser, url):
 # asks for the real default model, ``slow`` when it took over ~5 s for another reason on the developers'
 # 2-core machine (`pytest --durations=0`, 2026-11-25, and the fast lane's own over ~5 s on 2026-11-28, a slower
 # host: file::test, every parametrisation).
-BROWSER_FIXTURES = {"browser", "page"}
+BROWSER_FIXTURES = {"browser", "tab", "page"}
 MODEL_FIXTURES = {"default_model", "shipped_exit4_agreement"}
 SLOW = {
     "test_trace_security.py::test_the_largest_trace_loads_and_draws_every_view_quickly",

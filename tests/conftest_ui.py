@@ -55,6 +55,17 @@ def served_app():
 
 # -- the page --------------------------------------------------------------------------------------------
 
+DESKTOP = {"width": 1500, "height": 1000}
+
+
+def open_app(tab, url: str, viewport: dict | None = None):
+    """The app opened afresh in ``tab`` (a new Gradio session) at ``viewport`` (``DESKTOP`` by default), ready."""
+    tab.set_viewport_size(viewport or DESKTOP)
+    tab.goto(url)
+    tab.wait_for_selector("#run")
+    return tab
+
+
 
 def set_number(page, elem_id: str, value) -> None:
     """Type into a slider's number box and press Enter (what fires its input event)."""

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest_ui import (ARTIFACTS, CHROMIUM, DECODE_TIMEOUT_MS, PLAIN_RUN, choose_plain_run, figure_text_problems,
-                         open_tab, set_number, upload_trace, wait_compared, wait_status)
+                         open_app, open_tab, set_number, upload_trace, wait_compared, wait_status)
 from helpers import DATA, make_trace
 
 import explorer
@@ -504,14 +504,11 @@ def test_uploaded_thompson_sampling_trace_shows_its_views_and_eesd_metrics(page,
     page.screenshot(path=str(ARTIFACTS / "browser-ts.png"), full_page=True)
 
 
-def test_every_tab_at_desktop_and_phone_width(browser, url):
+def test_every_tab_at_desktop_and_phone_width(tab, url):
     """The README's screenshots: each tab after a run, an audit and a race, at 1400 × 1000; then the window
     narrows to a phone's 390 px (the page lays every figure out again, ``explorer/ui/fit_figures.js``) and each
     tab is read and shot again. ``test_figures_fit_browser.py`` reads figures drawn at 390 px from the start."""
-    context = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
-    page = context.new_page()
-    page.goto(url)
-    page.wait_for_selector("#run")
+    page = open_app(tab, url, {"width": 1400, "height": 1000})
     set_number(page, "max-new-tokens", 32)
     page.click("#run")
     if wait_compared(page):
@@ -541,26 +538,22 @@ def test_every_tab_at_desktop_and_phone_width(browser, url):
     page.evaluate("() => document.querySelectorAll('.toast-wrap').forEach(e => e.remove())")
     for width, height in ((1400, 1000), (390, 844)):
         page.set_viewport_size({"width": width, "height": height})
-        for tab in ("watch", "understand", "compare", "audit", "traces"):
-            open_tab(page, tab)
+        for name in ("watch", "understand", "compare", "audit", "traces"):
+            open_tab(page, name)
             if width > 480:
                 page.wait_for_timeout(800)  # plots in a tab shown for the first time draw now
             assert page.evaluate("() => document.documentElement.scrollWidth") <= width + 1  # nothing spills sideways
-            assert not figure_text_problems(page), (tab, width)  # the race's and the audit's figures too
-            page.screenshot(path=str(ARTIFACTS / f"tab-{tab}-{width}.png"))
-            if tab in ("watch", "understand") and width <= 480:  # the README's phone figures
-                plot = "#latency-plot" if tab == "watch" else "#theory-plot"
+            assert not figure_text_problems(page), (name, width)  # the race's and the audit's figures too
+            page.screenshot(path=str(ARTIFACTS / f"tab-{name}-{width}.png"))
+            if name in ("watch", "understand") and width <= 480:  # the README's phone figures
+                plot = "#latency-plot" if name == "watch" else "#theory-plot"
                 page.locator(plot).screenshot(path=str(ARTIFACTS / f"figure-{plot[1:]}-{width}.png"))
-    context.close()
 
 
-def test_a_wide_table_keeps_its_row_names_in_view_on_a_phone(browser, url):
+def test_a_wide_table_keeps_its_row_names_in_view_on_a_phone(tab, url):
     """The Compare table has 14 columns: scrolled sideways on a phone, each row still says which system it is,
     and the names leave most of the width to the numbers."""
-    context = browser.new_context(viewport={"width": 390, "height": 844})
-    page = context.new_page()
-    page.goto(url)
-    page.wait_for_selector("#run")
+    page = open_app(tab, url, {"width": 390, "height": 844})
     open_tab(page, "compare")
     expect(page.locator("#compare-table td").first).to_be_visible()
     scrolled, name_before, name_left, name_width, last_right = page.evaluate("""() => {
@@ -574,4 +567,3 @@ def test_a_wide_table_keeps_its_row_names_in_view_on_a_phone(browser, url):
     assert abs(name_left - name_before) <= 2  # the system's name stayed where it was
     assert name_width <= 0.4 * 390 and last_right <= 390 + 1  # and the last column came into view beside it
     page.locator("#compare-table").screenshot(path=str(ARTIFACTS / "compare-table-390-scrolled.png"))
-    context.close()

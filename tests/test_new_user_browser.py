@@ -11,7 +11,7 @@ import re
 
 import pytest
 from conftest_ui import (ARTIFACTS, CHROMIUM, DECODE_TIMEOUT_MS, UPLOAD_INPUT, choose, choose_draft, choose_plain_run,
-                         open_tab, set_number, wait_compared, wait_status)
+                         open_app, open_tab, set_number, wait_compared, wait_status)
 from helpers import busy, make_trace
 
 import explorer
@@ -53,12 +53,9 @@ HIDDEN_VALUE_JS = """(id) => {
 FIGURE_TEXTS_JS = "() => [...document.querySelectorAll('.js-plotly-plot text')].map(t => t.textContent)"
 
 
-def new_page(browser, url, viewport=None):
-    context = browser.new_context(viewport=viewport or {"width": 1400, "height": 1000}, accept_downloads=True)
-    page = context.new_page()
-    page.goto(url)
-    page.wait_for_selector("#run")
-    return context, page
+def new_page(tab, url, viewport=None):
+    """The app opened afresh in this module's tab (``conftest.tab``) at ``viewport`` (1400 × 1000 by default)."""
+    return open_app(tab, url, viewport or {"width": 1400, "height": 1000})
 
 
 def run_and_wait(page, tokens: int, said: str = "tokens/s") -> None:
@@ -74,11 +71,11 @@ def wait_done(page, said: str = "tokens/s") -> None:
                            timeout=DECODE_TIMEOUT_MS)
 
 
-def test_the_drafter_menu_and_the_examples_offer_what_ships(browser, url):
+def test_the_drafter_menu_and_the_examples_offer_what_ships(tab, url):
     """#42 items 2, 6 and 7: on a phone, the chat example drafts with a shipped exit, the menu lists every
     shipped exit and one untrained exit named so, the chosen value shows whole, no internal file name shows, and
     an exit that does not ship names the ones that do."""
-    context, page = new_page(browser, url, PHONE)
+    page = new_page(tab, url, PHONE)
     page.get_by_role("button", name="chat", exact=True).click()
     expect(page.locator("#draft input")).to_have_value("early-exit:8")
     page.locator("#draft input").click()
@@ -101,13 +98,12 @@ def test_the_drafter_menu_and_the_examples_offer_what_ships(browser, url):
     assert "these weights" not in said and "untrained" in said
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "new-user-drafter-390.png"))
-    context.close()
 
 
-def test_views_and_banners_read_the_method_they_show(browser, url):
+def test_views_and_banners_read_the_method_they_show(tab, url):
     """#42 items 3 and 7: eagle-tree, which drafts with the feature head in a tree, is not offered the linear
     feature-head view; beam's banner says what its 004 rule is."""
-    context, page = new_page(browser, url)
+    page = new_page(tab, url)
     choose(page, "beam")
     expect(page.locator("#method-banner")).to_contain_text("Tulsian")
     choose(page, "eagle-tree")
@@ -116,7 +112,6 @@ def test_views_and_banners_read_the_method_they_show(browser, url):
     expect(page.locator("#status")).to_contain_text("eagle-tree")
     expect(page.locator("#view-box-eagle-tree:visible").first).to_be_visible(timeout=30_000)
     assert page.locator("#view-box-feature-head:visible").count() == 0
-    context.close()
 
 
 def hostile_trace(tiny, tmp_path):
@@ -138,12 +133,12 @@ def figure_entities(page) -> list[str]:
     return [t for t in page.evaluate(FIGURE_TEXTS_JS) if re.search(r"&(#\w+|[a-z]+);", t)]
 
 
-def test_an_upload_answers_on_the_traces_tab_and_figures_show_text_as_typed(browser, url, tiny_target, tmp_path):
+def test_an_upload_answers_on_the_traces_tab_and_figures_show_text_as_typed(tab, url, tiny_target, tmp_path):
     """#42 items 4, 5 and 7: the Traces tab says what it loaded, or why not, where the upload was made; the figures
     show a stranger's quote, tag and ampersand as typed (no &quot;, no bold); a view that thins its rounds says
     "every 2nd"."""
     paths = hostile_trace(tiny_target, tmp_path)
-    context, page = new_page(browser, url)
+    page = new_page(tab, url)
     open_tab(page, "traces")
     page.set_input_files(UPLOAD_INPUT, str(paths["ts"]))
     note = page.locator("#trace-upload-status")
@@ -177,13 +172,12 @@ def test_an_upload_answers_on_the_traces_tab_and_figures_show_text_as_typed(brow
     page.click("#whatif-run")
     expect(page.locator("#whatif-plot")).to_contain_text('model_name=say "', timeout=60_000)  # not &quot;
     assert not figure_entities(page), figure_entities(page)
-    context.close()
 
 
-def test_a_phone_shows_dropdown_values_and_the_whole_accept_table(browser, url):
+def test_a_phone_shows_dropdown_values_and_the_whole_accept_table(tab, url):
     """#42 items 6 and 7: at 390 px the race's lanes show their systems whole, Understand's accept/reject table
     keeps its verdict column in view, and a one-prompt race's figure says "1 prompt × 1 repeat"."""
-    context, page = new_page(browser, url, PHONE)
+    page = new_page(tab, url, PHONE)
     choose_plain_run(page)  # a run with drafts, some refused: the table's verdicts
     run_and_wait(page, 16)
     open_tab(page, "understand")
@@ -205,13 +199,12 @@ def test_a_phone_shows_dropdown_values_and_the_whole_accept_table(browser, url):
     title = page.evaluate("() => document.querySelector('#compare-plot .gtitle').textContent")
     assert re.search(r"1 prompt ×\s*1\s*repeat$", title), title  # a phone wraps it into lines joined without a space
     page.screenshot(path=str(ARTIFACTS / "new-user-race-390.png"))
-    context.close()
 
 
-def test_every_glyph_on_the_page_has_a_font(browser, url):
+def test_every_glyph_on_the_page_has_a_font(tab, url):
     """#42 item 8: this machine has no emoji font, as many do not; nothing the page shows may be an empty box
     (⏭ on Next refusal, ✅ in the audit, ⏳ while decoding, ⏸ on Pause were)."""
-    context, page = new_page(browser, url)
+    page = new_page(tab, url)
     set_number(page, "max-new-tokens", 16)
     page.click("#run")
     page.wait_for_function("() => /Decoding|Measuring|Loading/.test(document.querySelector('#status').innerText)")
@@ -220,17 +213,16 @@ def test_every_glyph_on_the_page_has_a_font(browser, url):
     page.click("#play-rounds")  # its label turns to Pause
     missing |= set(page.evaluate(MISSING_GLYPHS_JS))
     page.click("#play-rounds")
-    for tab in ("understand", "compare", "audit", "traces", "watch"):
-        open_tab(page, tab)
+    for name in ("understand", "compare", "audit", "traces", "watch"):
+        open_tab(page, name)
         missing |= set(page.evaluate(MISSING_GLYPHS_JS))
     assert not missing, sorted(missing)
-    context.close()
 
 
-def test_an_audit_that_cannot_fail_says_so(browser, url):
+def test_an_audit_that_cannot_fail_says_so(tab, url):
     """#42 items 9 and 7: the code example's first token is near-certain; 20 runs all draw it and the page says the
     test cannot fail and what would give it power, in whole sentences."""
-    context, page = new_page(browser, url)
+    page = new_page(tab, url)
     page.get_by_role("button", name="code", exact=True).click()
     open_tab(page, "audit")
     set_number(page, "audit-runs", 20)
@@ -242,12 +234,11 @@ def test_an_audit_that_cannot_fail_says_so(browser, url):
         assert "Consistent" not in said and re.search(r"set the temperature to \d|run at least \d+ runs", said), said
     assert "In all 20 runs" in said or " of the 20 runs the target " in said, said
     assert "degrees of freedom" not in said or not re.search(r"\b1 degrees", said)
-    context.close()
 
 
-def test_a_busy_machine_prints_no_impossible_figure_on_the_page(browser, url):
+def test_a_busy_machine_prints_no_impossible_figure_on_the_page(tab, url):
     """#42 item 1, on the page: busy loops start as plain decoding is measured after a quiet run."""
-    context, page = new_page(browser, url)
+    page = new_page(tab, url)
     page.get_by_role("button", name="code", exact=True).click()
     # settings no other test measured plain decoding on, and long enough that the load covers most of it: plain
     # decoding's 47 tokens take ≥ 1.5 s at 30 tokens/s (the fastest CPU of our kind) and more under the load, which
@@ -262,4 +253,3 @@ def test_a_busy_machine_prints_no_impossible_figure_on_the_page(browser, url):
     assert not compared and "unreliable" in said and "race" in said, said
     assert "measured ×" not in said + title and not re.search(r"T\([0-9.]+\)/T\(1\) =", said), said
     page.screenshot(path=str(ARTIFACTS / "new-user-busy-1400.png"), full_page=True)
-    context.close()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest_ui import ARTIFACTS, CHROMIUM, DECODE_TIMEOUT_MS, open_tab, set_number, wait_figures_settled
+from conftest_ui import ARTIFACTS, CHROMIUM, DECODE_TIMEOUT_MS, open_app, open_tab, set_number, wait_figures_settled
 from helpers import busy
 
 from explorer.ui.examples import EXAMPLES
@@ -35,12 +35,9 @@ LABEL_OVERLAPS_JS = """(selector) => {
 }"""
 
 
-def open_page(browser, url, width: int):
-    context = browser.new_context(viewport=SIZES[width], accept_downloads=True)
-    page = context.new_page()
-    page.goto(url)
-    page.wait_for_selector("#run")
-    return context, page
+def open_page(tab, url, width: int):
+    """The app opened afresh in this module's tab (``conftest.tab``) at ``width``."""
+    return open_app(tab, url, SIZES[width])
 
 
 def wait_keeping(page, timeout: int = DECODE_TIMEOUT_MS) -> None:
@@ -64,10 +61,10 @@ def shown_ratios_are_possible(page) -> None:
         assert float(drafting) <= per_pass * 1.25 and abs(shown - float(drafting)) <= 0.0051, text
 
 
-def test_the_first_run_tells_what_keeping_the_text_costs(browser, url):
+def test_the_first_run_tells_what_keeping_the_text_costs(tab, url):
     """One run at 1 400 px, read there and again after the window narrows to a phone's 390 px (the page lays its
     figures out again; the view's words and ratios must read the same and nothing may spill sideways)."""
-    context, page = open_page(browser, url, 1400)
+    page = open_page(tab, url, 1400)
     first = EXAMPLES[0]
     expect(page.locator("#method input")).to_have_value("quantized")
     expect(page.locator("#draft input")).to_have_value("int4")
@@ -99,11 +96,10 @@ def test_the_first_run_tells_what_keeping_the_text_costs(browser, url):
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / f"story-watch-{width}.png"))
         view.screenshot(path=str(ARTIFACTS / f"story-keeping-{width}.png"))
-    context.close()
 
 
-def test_the_copy_alone_is_named_for_what_it_is_on_the_page_and_in_the_race(browser, url):
-    context, page = open_page(browser, url, 1400)
+def test_the_copy_alone_is_named_for_what_it_is_on_the_page_and_in_the_race(tab, url):
+    page = open_page(tab, url, 1400)
     page.locator("#quantized-role").get_by_text("alone", exact=True).click()
     expect(page.locator("#method-banner")).to_contain_text("Lossy method")
     set_number(page, "max-new-tokens", 16)
@@ -135,13 +131,12 @@ def test_the_copy_alone_is_named_for_what_it_is_on_the_page_and_in_the_race(brow
     expect(lane).to_contain_text("of plain decoding's tokens kept")
     assert lane.locator(".race-tok.race-copy").count() > 0 and lane.locator(".race-tok.race-target").count() == 0
     page.locator("#race").screenshot(path=str(ARTIFACTS / "story-race-alone.png"))
-    context.close()
 
 
-def test_on_a_busy_machine_the_comparison_prints_no_ratio_the_rule_refuses(browser, url):
+def test_on_a_busy_machine_the_comparison_prints_no_ratio_the_rule_refuses(tab, url):
     """Busy loops on every core from the moment the run's comparison (plain decoding and the copy alone) starts:
     each ratio the view prints passes the honesty rule; the rest say they are withheld, and why."""
-    context, page = open_page(browser, url, 1400)
+    page = open_page(tab, url, 1400)
     page.locator("#prompt textarea").fill("Name three rivers of Europe and one city on each, in one sentence each.")
     set_number(page, "max-new-tokens", 16)
     page.click("#run")
@@ -153,13 +148,12 @@ def test_on_a_busy_machine_the_comparison_prints_no_ratio_the_rule_refuses(brows
     said = page.inner_text("#status") + page.inner_text("#why-speed") + page.inner_text(KEEPING)
     assert not re.search(r"T\([0-9.]+\)/T\(1\) = 0\.", said), said
     page.screenshot(path=str(ARTIFACTS / "story-busy-1400.png"), full_page=True)
-    context.close()
 
 
-def test_beam_searchs_tree_labels_do_not_run_together(browser, url):
+def test_beam_searchs_tree_labels_do_not_run_together(tab, url):
     """One beam run, its tree read at 1 400 px and again after the window narrows to 390 px, where the page lays
     the figure out again from the figure as drawn (``ui/fit_figures.js``) and hides the labels that would collide."""
-    context, page = open_page(browser, url, 1400)
+    page = open_page(tab, url, 1400)
     page.locator("#method input").click()
     page.get_by_role("option", name="beam", exact=True).click()
     page.locator("#draft input").fill("early-exit:4")
@@ -177,4 +171,3 @@ def test_beam_searchs_tree_labels_do_not_run_together(browser, url):
         labels = page.evaluate(LABEL_OVERLAPS_JS, "#view-beam-tree")
         assert labels["shown"] >= 2 and not labels["hits"], (width, labels)
         page.locator("#view-beam-tree").screenshot(path=str(ARTIFACTS / f"story-beam-{width}.png"))
-    context.close()
