@@ -328,6 +328,73 @@ inline void attend(const float* q, const uint16_t* k, const uint16_t* v, int64_t
   for (int64_t i = 0; i < per * d; ++i) out[i] = bf16_round(out[i]);
 }
 
+// Part of one key/value head's attention for the register path (d = 64, up to 4 query heads): over cached rows
+// [begin, end), each query head's highest scaled score, Σ exp(score − it) and Σ exp(score − it)·v, unnormalised:
+// what two parts need to be merged into the whole softmax exactly (the online softmax of FlashAttention). Why: a
+// head split in two keeps both cores busy when the key/value heads do not divide evenly between them (3 here).
+struct Partial {
+  float top[4], total[4];
+  float acc[4][64];
+};
+
+inline void attend_part(const float* q, const uint16_t* k, const uint16_t* v, int64_t begin, int64_t end,
+                        int64_t s, int64_t per, float scale, float* scores, Partial& part) {
+  __m512 qs[4][4];
+  for (int64_t e = 0; e < per; ++e)
+    for (int c = 0; c < 4; ++c) qs[e][c] = _mm512_mul_ps(_mm512_loadu_ps(q + e * 64 + c * 16), _mm512_set1_ps(scale));
+  for (int64_t e = 0; e < per; ++e) part.top[e] = -INFINITY;
+  for (int64_t p = begin; p < end; ++p) {
+    const uint16_t* kp = k + p * 64;
+    const __m512 k0 = load16_bf16(kp), k1 = load16_bf16(kp + 16), k2 = load16_bf16(kp + 32), k3 = load16_bf16(kp + 48);
+    for (int64_t e = 0; e < per; ++e) {
+      const __m512 a = _mm512_fmadd_ps(qs[e][0], k0, _mm512_mul_ps(qs[e][1], k1));
+      const __m512 b = _mm512_fmadd_ps(qs[e][2], k2, _mm512_mul_ps(qs[e][3], k3));
+      const float score = _mm512_reduce_add_ps(_mm512_add_ps(a, b));
+      scores[e * s + p] = score;
+      part.top[e] = std::max(part.top[e], score);
+    }
+  }
+  __m512 acc[4][4];
+  for (int64_t e = 0; e < per; ++e) {
+    float* row = scores + e * s;
+    const __m512 shift = _mm512_set1_ps(part.top[e]);
+    __m512 sum = _mm512_setzero_ps();
+    int64_t p = begin;
+    for (; p + 16 <= end; p += 16) {
+      const __m512 w = exp16(_mm512_sub_ps(_mm512_loadu_ps(row + p), shift));
+      _mm512_storeu_ps(row + p, w);
+      sum = _mm512_add_ps(sum, w);
+    }
+    part.total[e] = _mm512_reduce_add_ps(sum);
+    for (; p < end; ++p) part.total[e] += (row[p] = std::exp(row[p] - part.top[e]));
+    for (int c = 0; c < 4; ++c) acc[e][c] = _mm512_setzero_ps();
+  }
+  for (int64_t p = begin; p < end; ++p) {
+    const uint16_t* vp = v + p * 64;
+    const __m512 v0 = load16_bf16(vp), v1 = load16_bf16(vp + 16), v2 = load16_bf16(vp + 32), v3 = load16_bf16(vp + 48);
+    for (int64_t e = 0; e < per; ++e) {
+      const __m512 w = _mm512_set1_ps(scores[e * s + p]);
+      acc[e][0] = _mm512_fmadd_ps(w, v0, acc[e][0]);
+      acc[e][1] = _mm512_fmadd_ps(w, v1, acc[e][1]);
+      acc[e][2] = _mm512_fmadd_ps(w, v2, acc[e][2]);
+      acc[e][3] = _mm512_fmadd_ps(w, v3, acc[e][3]);
+    }
+  }
+  for (int64_t e = 0; e < per; ++e)
+    for (int c = 0; c < 4; ++c) _mm512_storeu_ps(part.acc[e] + c * 16, acc[e][c]);
+}
+
+// The two halves' parts of a head merged: out (per, 64) = (Σ_h e^{top_h − top} acc_h) / (Σ_h e^{top_h − top} total_h),
+// rounded to bfloat16
+inline void merge_parts(const Partial& a, const Partial& b, int64_t per, float* out) {
+  for (int64_t e = 0; e < per; ++e) {
+    const float top = std::max(a.top[e], b.top[e]);
+    const float wa = std::exp(a.top[e] - top), wb = std::exp(b.top[e] - top);
+    const float inverse = 1.f / (wa * a.total[e] + wb * b.total[e]);
+    for (int i = 0; i < 64; ++i) out[e * 64 + i] = bf16_round((wa * a.acc[e][i] + wb * b.acc[e][i]) * inverse);
+  }
+}
+
 // out_i = bf16(silu(gate_i) · up_i): the down product's input, rounded once as the compiled layer rounds it
 inline void silu_times(const float* gate, const float* up, int64_t n, float* out) {
   int64_t i = 0;
@@ -427,6 +494,8 @@ void shortlist_head(const float* x, int64_t h, const uint16_t* norm, float eps, 
   }
 }
 
+constexpr int64_t SPLIT_FROM = 64;  // cached rows from which a head's attention is split in two (below: too little)
+
 // A one-token step of the whole copy, from its token to its logits. ``embedding`` (V, H) float32 or bfloat16: the
 // model's own lookup, whose row for ``token`` is rounded to bfloat16 (the copy's activations); ``weights`` 10 a layer
 // (qkv, o, gate_up, down as codes and dm; the two norm weights (H) bfloat16); ``keys``/``values`` each layer's KV
@@ -454,6 +523,7 @@ std::vector<at::Tensor> step(const at::Tensor& embedding, int64_t token, at::Ten
   std::vector<float> x(h), normed(h), qkv((heads + 2 * g) * d), attended(heads * d), projected(h);
   std::vector<float> gate_up(2 * inner), mixed(inner), scores(heads * s);
   std::vector<float> c(d), sn(d);
+  std::vector<Partial> parts(2 * g);
   const at::Tensor cf = cos.to(at::kFloat).contiguous(), sf = sin.to(at::kFloat).contiguous();
   for (int64_t i = 0; i < d; ++i) c[i] = cf.data_ptr<float>()[i], sn[i] = sf.data_ptr<float>()[i];
   if (embedding.scalar_type() == at::kFloat) {
@@ -488,12 +558,23 @@ std::vector<at::Tensor> step(const at::Tensor& embedding, int64_t token, at::Ten
     }
     // softmax(q kᵀ · scaling) v over the s positions; a key/value head's query heads read each cached row once
     // (the key/value heads on both threads: the cache is read from memory, the weights having streamed through)
-    at::parallel_for(0, g, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t j = begin; j < end; ++j) {
-        attend(q + j * per * d, k_cache + j * capacity * d, v_cache + j * capacity * d, s, d, per,
-               static_cast<float>(scaling), scores.data() + j * per * s, attended.data() + j * per * d);
-      }
-    });
+    if (d == 64 && per <= 4 && s >= SPLIT_FROM) {  // each head in two halves of its rows, merged after
+      at::parallel_for(0, 2 * g, 1, [&](int64_t begin, int64_t end) {
+        for (int64_t t = begin; t < end; ++t) {
+          const int64_t j = t / 2, from = t % 2 ? s / 2 : 0, to = t % 2 ? s : s / 2;
+          attend_part(q + j * per * d, k_cache + j * capacity * d, v_cache + j * capacity * d, from, to, s, per,
+                      static_cast<float>(scaling), scores.data() + j * per * s, parts[t]);
+        }
+      });
+      for (int64_t j = 0; j < g; ++j) merge_parts(parts[2 * j], parts[2 * j + 1], per, attended.data() + j * per * d);
+    } else {
+      at::parallel_for(0, g, 1, [&](int64_t begin, int64_t end) {
+        for (int64_t j = begin; j < end; ++j) {
+          attend(q + j * per * d, k_cache + j * capacity * d, v_cache + j * capacity * d, s, d, per,
+                 static_cast<float>(scaling), scores.data() + j * per * s, attended.data() + j * per * d);
+        }
+      });
+    }
     product_row(attended.data(), w[2], w[3], projected.data());
     for (int64_t i = 0; i < h; ++i) x[i] += projected[i];  // kept in float32 to the layer's end, as compiled
     rms_norm_row(x.data(), norm_post, h, static_cast<float>(eps), normed.data());
