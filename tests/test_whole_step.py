@@ -17,13 +17,16 @@ from explorer.methods.quantized.lowbit_copy import lowbit_copy
 from explorer.models.loaded import LoadedModel
 
 STEPS, AFTER, BACK = 16, 4, 3  # after a prompt's rows in one forward: one-token steps, a few rows again
-PROMPTS = {"tiny": 8, "wide heads": 70}  # the wide-headed model's steps attend over ≥ 64 rows: each head split in two
+# the wide-headed model's steps attend over ≥ 64 rows (each head split in two); a bfloat16 target's head rows and
+# embedding are bfloat16
+PROMPTS = {"tiny": 8, "wide heads": 70, "tiny, bfloat16 target": 8}
 
 
 def copy_of(target):
     made = lowbit_copy(target, "int4")
-    if not made.decoder.whole_step():
+    if made.decoder.layers[0].qkv.family != "int4x8":
         pytest.skip("the one-call step needs the VNNI int4 kernel (AVX-512 VNNI and a C++ compiler)")
+    assert made.decoder.whole_step()  # every copy on that kernel takes it, for a float32 or a bfloat16 target
     return target, made.decoder
 
 
@@ -48,7 +51,10 @@ def tiny_copy():
 
 @pytest.fixture(scope="module", params=list(PROMPTS))
 def each_copy(request, tiny_copy):
-    return (tiny_copy if request.param == "tiny" else copy_of(wide_heads_model())), PROMPTS[request.param]
+    if request.param == "tiny":
+        return tiny_copy, PROMPTS["tiny"]
+    target = wide_heads_model() if request.param == "wide heads" else explorer.load("tiny-random:1", dtype="bfloat16")
+    return copy_of(target), PROMPTS[request.param]
 
 
 def oracle_logits(target, ids: torch.Tensor) -> torch.Tensor:

@@ -111,10 +111,11 @@ def _whole_step_on() -> bool:
 def _whole_step_weights(layers, dtype: torch.dtype, head, norm: tuple, embed) -> list[torch.Tensor] | None:
     """The one-call step's weights, 10 a layer (the four products' codes and scales, the two norm weights), where
     the step computes the copy's function: bfloat16, the VNNI kernel's products without biases, SiLU, one ε (the
-    final norm's too), a ``ShortlistHead`` over the same kernel with the model's float32 rows, an embedding in float32
-    or bfloat16, on the CPU; else None."""
+    final norm's too), a ``ShortlistHead`` over the same kernel with the model's rows and embedding in float32 or
+    bfloat16, on the CPU; else None."""
     if dtype != torch.bfloat16 or not layers or not isinstance(head, ShortlistHead) \
-            or head.coarse.compiled_form(None)[0] != "int4x8" or head.weight.dtype != torch.float32 \
+            or head.coarse.compiled_form(None)[0] != "int4x8" \
+            or head.weight.dtype not in (torch.float32, torch.bfloat16) \
             or not head.weight.is_contiguous() or norm[1] != layers[0].norm_in[1] \
             or embed.weight.dtype not in (torch.float32, torch.bfloat16) or not embed.weight.is_contiguous():
         return None

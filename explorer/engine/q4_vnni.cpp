@@ -482,15 +482,18 @@ void shortlist_head(const float* x, int64_t h, const uint16_t* norm, float eps, 
     }
   }
   for (; i < vocab; ++i) offer(i);
-  const float* rows = exact.data_ptr<float>();
   for (const auto& [value, id] : top) {
-    const float* row = rows + id * h;
-    __m512 acc = _mm512_setzero_ps();
-    int64_t j = 0;
-    for (; j + 16 <= h; j += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(normed.data() + j), _mm512_loadu_ps(row + j), acc);
-    float dot = _mm512_reduce_add_ps(acc);
-    for (; j < h; ++j) dot += normed[j] * row[j];
-    logits[id] = dot;
+    if (exact.scalar_type() == at::kFloat) {  // the model's rows: float32, or bfloat16 for a bfloat16 target
+      const float* row = exact.data_ptr<float>() + id * h;
+      __m512 acc = _mm512_setzero_ps();
+      int64_t j = 0;
+      for (; j + 16 <= h; j += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(normed.data() + j), _mm512_loadu_ps(row + j), acc);
+      float dot = _mm512_reduce_add_ps(acc);
+      for (; j < h; ++j) dot += normed[j] * row[j];
+      logits[id] = dot;
+    } else {
+      logits[id] = dot_bf16(normed.data(), reinterpret_cast<const uint16_t*>(exact.data_ptr<at::BFloat16>()) + id * h, h);
+    }
   }
 }
 
@@ -500,8 +503,8 @@ constexpr int64_t SPLIT_FROM = 64;  // cached rows from which a head's attention
 // model's own lookup, whose row for ``token`` is rounded to bfloat16 (the copy's activations); ``weights`` 10 a layer
 // (qkv, o, gate_up, down as codes and dm; the two norm weights (H) bfloat16); ``keys``/``values`` each layer's KV
 // buffers (1, G, C, D) bfloat16 with C > past, written at ``past``; cos, sin (D) of the new position; ``head`` the
-// final norm's weight (H) bfloat16, the head's 4-bit codes and dm, and its float32 rows (V, H), ``shortlist`` of
-// them scored exactly. -> [logits (1, V) float32, then every layer's keys and values as views of their buffers
+// final norm's weight (H) bfloat16, the head's 4-bit codes and dm, and the model's rows (V, H) float32 or bfloat16,
+// ``shortlist`` of them scored exactly in float32. -> [logits (1, V) float32, then every layer's keys and values as views of their buffers
 // over the past + 1 positions now held: what the cache's layers hold next]
 std::vector<at::Tensor> step(const at::Tensor& embedding, int64_t token, at::TensorList weights, at::TensorList keys,
                              at::TensorList values, int64_t past, const at::Tensor& cos, const at::Tensor& sin,
@@ -516,9 +519,9 @@ std::vector<at::Tensor> step(const at::Tensor& embedding, int64_t token, at::Ten
   const int64_t g = keys[0].size(1), capacity = keys[0].size(2), d = keys[0].size(3);
   TORCH_CHECK(d <= 256 && d % 2 == 0 && heads % g == 0 && past < capacity && cos.numel() == d && sin.numel() == d,
               "step: head size, heads or cache room");
-  TORCH_CHECK(head.size() == 4 && head[3].scalar_type() == at::kFloat && head[3].is_contiguous() &&
-                  head[3].size(1) == h && head[1].size(0) * 16 == head[3].size(0),
-              "step: the head's norm weight, 4-bit codes and dm, and float32 rows (V, H)");
+  TORCH_CHECK(head.size() == 4 && (head[3].scalar_type() == at::kFloat || head[3].scalar_type() == at::kBFloat16) &&
+                  head[3].is_contiguous() && head[3].size(1) == h && head[1].size(0) * 16 == head[3].size(0),
+              "step: the head's norm weight, 4-bit codes and dm, and its rows (V, H) float32 or bfloat16");
   const int64_t inner = weights[4].size(0) * 16 / 2, s = past + 1, per = heads / g;
   std::vector<float> x(h), normed(h), qkv((heads + 2 * g) * d), attended(heads * d), projected(h);
   std::vector<float> gate_up(2 * inner), mixed(inner), scores(heads * s);
