@@ -283,55 +283,24 @@ inline void softmax(float* x, int64_t n, float scale) {
 }
 
 // One key/value head's attention for its ``per`` query heads q (per, d), over s cached rows of k and v (s, d)
-// bfloat16: out (per, d) = softmax(q kᵀ · scale) v, rounded to bfloat16. With d = 64 (the default model's) a row
-// of k or v is four registers, read once for every query head, and the outputs stay in registers.
+// bfloat16: out (per, d) = softmax(q kᵀ · scale) v, rounded to bfloat16; any head size (the default model's 64
+// takes the register path below: ``attend_part``)
 inline void attend(const float* q, const uint16_t* k, const uint16_t* v, int64_t s, int64_t d, int64_t per,
                    float scale, float* scores, float* out) {
-  if (d == 64 && per <= 4) {
-    __m512 qs[4][4];
-    for (int64_t e = 0; e < per; ++e)
-      for (int c = 0; c < 4; ++c) qs[e][c] = _mm512_loadu_ps(q + e * 64 + c * 16);
-    for (int64_t p = 0; p < s; ++p) {
-      const uint16_t* kp = k + p * 64;
-      const __m512 k0 = load16_bf16(kp), k1 = load16_bf16(kp + 16), k2 = load16_bf16(kp + 32), k3 = load16_bf16(kp + 48);
-      for (int64_t e = 0; e < per; ++e) {
-        const __m512 a = _mm512_fmadd_ps(qs[e][0], k0, _mm512_mul_ps(qs[e][1], k1));
-        const __m512 b = _mm512_fmadd_ps(qs[e][2], k2, _mm512_mul_ps(qs[e][3], k3));
-        scores[e * s + p] = _mm512_reduce_add_ps(_mm512_add_ps(a, b));
-      }
-    }
-    for (int64_t e = 0; e < per; ++e) softmax(scores + e * s, s, scale);
-    __m512 acc[4][4];
-    for (int64_t e = 0; e < per; ++e)
-      for (int c = 0; c < 4; ++c) acc[e][c] = _mm512_setzero_ps();
-    for (int64_t p = 0; p < s; ++p) {
-      const uint16_t* vp = v + p * 64;
-      const __m512 v0 = load16_bf16(vp), v1 = load16_bf16(vp + 16), v2 = load16_bf16(vp + 32), v3 = load16_bf16(vp + 48);
-      for (int64_t e = 0; e < per; ++e) {
-        const __m512 w = _mm512_set1_ps(scores[e * s + p]);
-        acc[e][0] = _mm512_fmadd_ps(w, v0, acc[e][0]);
-        acc[e][1] = _mm512_fmadd_ps(w, v1, acc[e][1]);
-        acc[e][2] = _mm512_fmadd_ps(w, v2, acc[e][2]);
-        acc[e][3] = _mm512_fmadd_ps(w, v3, acc[e][3]);
-      }
-    }
-    for (int64_t e = 0; e < per; ++e)
-      for (int c = 0; c < 4; ++c) _mm512_storeu_ps(out + e * 64 + c * 16, acc[e][c]);
-  } else {
-    for (int64_t p = 0; p < s; ++p)
-      for (int64_t e = 0; e < per; ++e) scores[e * s + p] = dot_bf16(q + e * d, k + p * d, d);
-    for (int64_t e = 0; e < per; ++e) softmax(scores + e * s, s, scale);
-    std::fill(out, out + per * d, 0.f);
-    for (int64_t p = 0; p < s; ++p)
-      for (int64_t e = 0; e < per; ++e) add_scaled_bf16(out + e * d, v + p * d, scores[e * s + p], d);
-  }
+  for (int64_t p = 0; p < s; ++p)
+    for (int64_t e = 0; e < per; ++e) scores[e * s + p] = dot_bf16(q + e * d, k + p * d, d);
+  for (int64_t e = 0; e < per; ++e) softmax(scores + e * s, s, scale);
+  std::fill(out, out + per * d, 0.f);
+  for (int64_t p = 0; p < s; ++p)
+    for (int64_t e = 0; e < per; ++e) add_scaled_bf16(out + e * d, v + p * d, scores[e * s + p], d);
   for (int64_t i = 0; i < per * d; ++i) out[i] = bf16_round(out[i]);
 }
 
-// Part of one key/value head's attention for the register path (d = 64, up to 4 query heads): over cached rows
-// [begin, end), each query head's highest scaled score, Σ exp(score − it) and Σ exp(score − it)·v, unnormalised:
-// what two parts need to be merged into the whole softmax exactly (the online softmax of FlashAttention). Why: a
-// head split in two keeps both cores busy when the key/value heads do not divide evenly between them (3 here).
+// Part of one key/value head's attention for the register path (d = 64, up to 4 query heads; a row of k or v is
+// four registers, read once for every query head, the outputs kept in registers): over cached rows [begin, end),
+// each query head's highest scaled score, Σ exp(score − it) and Σ exp(score − it)·v, unnormalised: what parts need
+// to be merged into the whole softmax exactly (the online softmax of FlashAttention). Why parts: a head split in
+// two keeps both cores busy when the key/value heads do not divide evenly between them (3 here).
 struct Partial {
   float top[4], total[4];
   float acc[4][64];
@@ -384,14 +353,20 @@ inline void attend_part(const float* q, const uint16_t* k, const uint16_t* v, in
     for (int c = 0; c < 4; ++c) _mm512_storeu_ps(part.acc[e] + c * 16, acc[e][c]);
 }
 
-// The two halves' parts of a head merged: out (per, 64) = (Σ_h e^{top_h − top} acc_h) / (Σ_h e^{top_h − top} total_h),
+// A head's ``n`` parts merged: out (per, 64) = (Σ_h e^{top_h − top} acc_h) / (Σ_h e^{top_h − top} total_h),
 // rounded to bfloat16
-inline void merge_parts(const Partial& a, const Partial& b, int64_t per, float* out) {
+inline void merge_parts(const Partial* parts, int64_t n, int64_t per, float* out) {
   for (int64_t e = 0; e < per; ++e) {
-    const float top = std::max(a.top[e], b.top[e]);
-    const float wa = std::exp(a.top[e] - top), wb = std::exp(b.top[e] - top);
-    const float inverse = 1.f / (wa * a.total[e] + wb * b.total[e]);
-    for (int i = 0; i < 64; ++i) out[e * 64 + i] = bf16_round((wa * a.acc[e][i] + wb * b.acc[e][i]) * inverse);
+    float top = -INFINITY;
+    for (int64_t h = 0; h < n; ++h) top = std::max(top, parts[h].top[e]);
+    float weights[2], total = 0.f;
+    for (int64_t h = 0; h < n; ++h) total += (weights[h] = std::exp(parts[h].top[e] - top)) * parts[h].total[e];
+    const float inverse = 1.f / total;
+    for (int i = 0; i < 64; ++i) {
+      float sum = 0.f;
+      for (int64_t h = 0; h < n; ++h) sum += weights[h] * parts[h].acc[e][i];
+      out[e * 64 + i] = bf16_round(sum * inverse);
+    }
   }
 }
 
@@ -561,15 +536,16 @@ std::vector<at::Tensor> step(const at::Tensor& embedding, int64_t token, at::Ten
     }
     // softmax(q kᵀ · scaling) v over the s positions; a key/value head's query heads read each cached row once
     // (the key/value heads on both threads: the cache is read from memory, the weights having streamed through)
-    if (d == 64 && per <= 4 && s >= SPLIT_FROM) {  // each head in two halves of its rows, merged after
-      at::parallel_for(0, 2 * g, 1, [&](int64_t begin, int64_t end) {
+    if (d == 64 && per <= 4) {  // the register path; from SPLIT_FROM rows each head in two halves, merged after
+      const int64_t n = s >= SPLIT_FROM ? 2 : 1;
+      at::parallel_for(0, n * g, 1, [&](int64_t begin, int64_t end) {
         for (int64_t t = begin; t < end; ++t) {
-          const int64_t j = t / 2, from = t % 2 ? s / 2 : 0, to = t % 2 ? s : s / 2;
-          attend_part(q + j * per * d, k_cache + j * capacity * d, v_cache + j * capacity * d, from, to, s, per,
-                      static_cast<float>(scaling), scores.data() + j * per * s, parts[t]);
+          const int64_t j = t / n, half = t % n;
+          attend_part(q + j * per * d, k_cache + j * capacity * d, v_cache + j * capacity * d, half * s / n,
+                      (half + 1) * s / n, s, per, static_cast<float>(scaling), scores.data() + j * per * s, parts[t]);
         }
       });
-      for (int64_t j = 0; j < g; ++j) merge_parts(parts[2 * j], parts[2 * j + 1], per, attended.data() + j * per * d);
+      for (int64_t j = 0; j < g; ++j) merge_parts(parts.data() + j * n, n, per, attended.data() + j * per * d);
     } else {
       at::parallel_for(0, g, 1, [&](int64_t begin, int64_t end) {
         for (int64_t j = begin; j < end; ++j) {
