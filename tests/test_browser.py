@@ -265,7 +265,12 @@ def test_a_race_runs_live_and_lands_in_compare(page):
     lanes = page.locator("#race .race-lane")
     expect(lanes).to_have_count(2)
     expect(lanes.nth(0)).to_contain_text("ar (plain decoding)")
-    expect(lanes.nth(1)).to_contain_text(re.compile(r"×\d+\.\d\d plain decoding"))
+    # the lane's ×plain decoding, or on a busy machine the mark that it is withheld with the reason as its tip (the
+    # rule of every ratio of times, ``reports.row_doubt``; CI's host once moved its pace mid-race)
+    expect(lanes.nth(1)).to_contain_text(re.compile(r"×\d+\.\d\d plain decoding|× plain decoding withheld"))
+    withheld = lanes.nth(1).locator(".race-withheld")
+    if withheld.count():
+        assert re.search(r"machine was busy|not timed alike", withheld.get_attribute("data-tip") or "")
     expect(page.locator("#race .race-lane.done")).to_have_count(2)
     # the race's numbers are now the Compare view's report, and a file
     lane = race.DEFAULT_LANES[0]  # lane 2 as the page offers it (lanes 3 and 4 emptied above)
