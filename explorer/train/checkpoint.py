@@ -5,6 +5,7 @@ save never leaves half a file behind; where a run's checkpoint lives; and a trai
 from __future__ import annotations
 
 import hashlib
+import os
 import json
 from dataclasses import asdict
 from pathlib import Path
@@ -34,7 +35,7 @@ def run_path(folder: str, model, config, tag: str = "", **trained_on) -> Path:
 
 def save(path: Path, tensors: dict[str, object], optimizer, schedule, losses: list[float], seconds: float) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")  # one per process: two may train the same
     torch.save({**tensors, "optimizer": optimizer.state_dict(), "schedule": schedule.state_dict(),
                 "losses": torch.tensor(losses, dtype=torch.float64), "seconds": seconds}, tmp)
     tmp.replace(path)

@@ -17,6 +17,7 @@ Shape legend: B windows, W window length, H hidden size, K kept teacher entries,
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -195,6 +196,6 @@ def _pass_piece(target, base, head, windows: Windows, piece: slice, hidden: dict
 
 
 def _save(save_file, tensors: dict, path: Path) -> None:
-    tmp = path.with_suffix(".tmp")
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")  # one per process: two may extract the same
     save_file({k: v.contiguous() for k, v in tensors.items()}, str(tmp))
     tmp.replace(path)
