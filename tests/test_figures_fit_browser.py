@@ -11,6 +11,8 @@ read at both widths, and each width is the one drawn at for every other method."
 
 from __future__ import annotations
 
+from playwright.sync_api import TimeoutError
+
 from conftest_ui import DECODE_TIMEOUT_MS, figure_text_problems, open_tab, set_number
 
 from explorer import methods
@@ -38,9 +40,12 @@ def test_no_figure_text_overlaps_or_is_clipped_for_any_method_in_any_tab(browser
         page.click("#run")
         # this method's run is over when the status names it with its speed and nothing is pending (plain decoding
         # may be measured right after it); the previous run's status also said "tokens/s"
-        page.wait_for_function("m => { const t = document.querySelector('#status').innerText.trim(); "
-                               "return t.startsWith(m + ' ') && t.includes('tokens/s') && !t.includes('◷'); }",
-                               arg=method, timeout=DECODE_TIMEOUT_MS)
+        try:
+            page.wait_for_function("m => { const t = document.querySelector('#status').innerText.trim(); "
+                                   "return t.startsWith(m + ' ') && t.includes('tokens/s') && !t.includes('◷'); }",
+                                   arg=method, timeout=DECODE_TIMEOUT_MS)
+        except TimeoutError:  # say what the page said instead
+            raise AssertionError(f"{method}'s run never ended; the status: {page.inner_text('#status')[:500]!r}") from None
         for how in ("drawn at", "laid out again at"):
             width = SIZES[size]["width"]
             for tab in TABS if method == every[-1] else RUN_TABS:

@@ -1,0 +1,16 @@
+"""The suite's own set-up (pytest.ini, tests/conftest.py): it runs on two pytest-xdist workers, each with its share
+of the cores for torch. Two workers of two threads on 2 cores spin against each other and ran slower than one
+process (docs/testing.md), so a torch imported before conftest sets the share would quietly double the suite."""
+
+import os
+
+import pytest
+import torch
+
+
+def test_each_worker_gives_torch_its_share_of_the_cores():
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if workers is None:
+        pytest.skip("run in one process (-n 0): torch keeps every core")
+    cores = len(os.sched_getaffinity(0))
+    assert torch.get_num_threads() == max(1, cores // int(workers))
