@@ -146,11 +146,56 @@ SLOW = {
 }
 
 
+# Load a busy loop on purpose after a run timed on a quiet machine, and assert the page or the CLI says the pace
+# moved: they run with the machine to themselves (``the_machine_to_itself``); the other worker's run would have
+# slowed the "quiet" run as much as the loops slow the baseline, and the pace would seem to hold (it did, once).
+QUIET = {
+    "test_busy_machine.py::test_plain_decoding_on_a_busy_machine_gives_no_impossible_figure",
+    "test_busy_machine.py::test_the_cli_says_when_the_machine_was_busy",
+    "test_new_user_browser.py::test_a_busy_machine_prints_no_impossible_figure_on_the_page",
+    "test_story_browser.py::test_on_a_busy_machine_the_comparison_prints_no_ratio_the_rule_refuses",
+}
+
+
+@pytest.fixture(autouse=True)
+def the_machine_to_itself(request, tmp_path_factory):
+    """On pytest-xdist workers, a ``QUIET`` test holds the machine alone: it takes an exclusive lock on a file the
+    workers share, every other test a shared one, so it starts once the other worker's test has ended, and the
+    other worker's next test waits for it (their module fixtures, a served app, an idle browser, stay up)."""
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        yield
+        return
+    import fcntl
+
+    name = f"{request.node.path.name}::{getattr(request.node, 'originalname', request.node.name)}"
+    # the run's base temporary folder, the workers' own folders' parent: shared by them, removed by pytest later
+    with open(tmp_path_factory.getbasetemp().parent / "the-machine.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX if name in QUIET else fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 # reaches a package registry for real (CI's machine has one; an offline laptop's fast lane skips it)
 NETWORK = {"test_space_default.py::test_without_the_package_the_default_is_the_same_model_with_its_trained_drafts"}
 
 
+# The files that took longest (`pytest --durations=0 -n 0`, 2026-12-05, over 20 s each), longest first: the two
+# workers take whole files in collection order, so these go first and the short files fill in at the end, instead
+# of one worker finishing a 2-minute file alone while the other idles.
+LONGEST_FILES = (
+    "test_browser.py", "test_figures_fit_browser.py", "test_lossless.py", "test_new_user_browser.py", "test_beam.py",
+    "test_trace_security.py", "test_compiled.py", "test_hierarchical.py", "test_story_browser.py",
+    "test_precision.py", "test_install.py", "test_soak.py", "test_sentences.py", "test_eagle_tree.py",
+    "test_quantized.py", "test_cli.py", "test_worst_traces_browser.py", "test_browser_security.py",
+    "test_cancel_browser.py", "test_app.py",
+)
+
+
 def pytest_collection_modifyitems(items):
+    rank = {name: i for i, name in enumerate(LONGEST_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: each file's own order is kept
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
         if ("browser" in item.path.name or getattr(item.module, "sync_playwright", None) is not None
