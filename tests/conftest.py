@@ -181,21 +181,7 @@ def the_machine_to_itself(request, tmp_path_factory):
 NETWORK = {"test_space_default.py::test_without_the_package_the_default_is_the_same_model_with_its_trained_drafts"}
 
 
-# The files that took longest (`pytest --durations=0 -n 0`, 2026-12-05, over 20 s each), longest first: the two
-# workers take whole files in collection order, so these go first and the short files fill in at the end, instead
-# of one worker finishing a 2-minute file alone while the other idles.
-LONGEST_FILES = (
-    "test_browser.py", "test_figures_fit_browser.py", "test_lossless.py", "test_new_user_browser.py", "test_beam.py",
-    "test_trace_security.py", "test_compiled.py", "test_hierarchical.py", "test_story_browser.py",
-    "test_precision.py", "test_install.py", "test_soak.py", "test_sentences.py", "test_eagle_tree.py",
-    "test_quantized.py", "test_cli.py", "test_worst_traces_browser.py", "test_browser_security.py",
-    "test_cancel_browser.py", "test_app.py",
-)
-
-
 def pytest_collection_modifyitems(items):
-    rank = {name: i for i, name in enumerate(LONGEST_FILES)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: each file's own order is kept
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
         if ("browser" in item.path.name or getattr(item.module, "sync_playwright", None) is not None
