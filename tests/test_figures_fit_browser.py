@@ -11,7 +11,7 @@ read at both widths, and each width is the one drawn at for every other method."
 
 from __future__ import annotations
 
-from playwright.sync_api import TimeoutError
+from playwright.sync_api import TimeoutError as PageTimeout
 
 from conftest_ui import DECODE_TIMEOUT_MS, figure_text_problems, open_tab, set_number
 
@@ -44,7 +44,7 @@ def test_no_figure_text_overlaps_or_is_clipped_for_any_method_in_any_tab(browser
             page.wait_for_function("m => { const t = document.querySelector('#status').innerText.trim(); "
                                    "return t.startsWith(m + ' ') && t.includes('tokens/s') && !t.includes('◷'); }",
                                    arg=method, timeout=DECODE_TIMEOUT_MS)
-        except TimeoutError:  # say what the page said instead
+        except PageTimeout:  # say what the page said instead
             raise AssertionError(f"{method}'s run never ended; the status: {page.inner_text('#status')[:500]!r}") from None
         for how in ("drawn at", "laid out again at"):
             width = SIZES[size]["width"]

@@ -5,8 +5,8 @@ save never leaves half a file behind; where a run's checkpoint lives; and a trai
 from __future__ import annotations
 
 import hashlib
-import os
 import json
+import os
 from dataclasses import asdict
 from pathlib import Path
 from typing import Callable
