@@ -219,7 +219,7 @@ def test_the_audit_is_cut_at_its_second_runs_pace_and_refused_where_ten_runs_do_
     result = sampling_audit("tiny-random:1", "abc abc", runs=2000, temperature=1.0,
                             max_seconds=min(3.0, 1000 * first.seconds_per_run))
     assert 10 <= result.runs < 2000 and result.asked == 2000 and result.priced_at > 0
-    assert result.cut_words(180).startswith(f"cut to {result.runs} runs: 2,000 would take about")
+    assert result.cut_words(180).startswith(f"cut to {result.runs:,} runs: 2,000 would take about")  # 1,046 in CI
     with pytest.raises(ExplorerError, match="even 10 runs would take more than the 0 s a job may take"):
         sampling_audit("tiny-random:1", "abc abc", runs=200, temperature=1.0, max_seconds=0.001, seconds_per_run=0.01)
 
