@@ -160,8 +160,12 @@ QUIET = {
 @pytest.fixture(autouse=True)
 def the_machine_to_itself(request, tmp_path_factory):
     """On pytest-xdist workers, a ``QUIET`` test holds the machine alone: it takes an exclusive lock on a file the
-    workers share, every other test a shared one, so it starts once the other worker's test has ended, and the
-    other worker's next test waits for it (their module fixtures, a served app, an idle browser, stay up)."""
+    workers share, every other test a shared one, so it starts once the other workers' tests have ended, and their
+    next tests wait for it (their module fixtures, a served app, an idle browser, stay up).
+
+    Every test passes a turnstile (a second lock) on its way in, and a ``QUIET`` test holds it while it waits:
+    without it, a shared lock is granted while an exclusive one waits, and with three workers the other two always
+    held one between them (a quiet test waited 125 s on four workers)."""
     if os.environ.get("PYTEST_XDIST_WORKER") is None:
         yield
         return
@@ -169,8 +173,11 @@ def the_machine_to_itself(request, tmp_path_factory):
 
     name = f"{request.node.path.name}::{getattr(request.node, 'originalname', request.node.name)}"
     # the run's base temporary folder, the workers' own folders' parent: shared by them, removed by pytest later
-    with open(tmp_path_factory.getbasetemp().parent / "the-machine.lock", "a") as lock:
+    shared = tmp_path_factory.getbasetemp().parent
+    with open(shared / "the-machine.lock", "a") as lock, open(shared / "the-turnstile.lock", "a") as turnstile:
+        fcntl.flock(turnstile, fcntl.LOCK_EX)
         fcntl.flock(lock, fcntl.LOCK_EX if name in QUIET else fcntl.LOCK_SH)
+        fcntl.flock(turnstile, fcntl.LOCK_UN)
         try:
             yield
         finally:
