@@ -13,6 +13,7 @@ says less, never wrong, elsewhere.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import os
@@ -28,6 +29,30 @@ def cache_root() -> Path:
     """Where the explorer keeps what it makes once: converted models, the trainers' data, this machine's
     kernel choice and compiled layers: ``$EXPLORER_CACHE`` or ``~/.cache/spec-explorer``."""
     return Path(os.environ.get("EXPLORER_CACHE") or Path.home() / ".cache" / "spec-explorer")
+
+
+@contextlib.contextmanager
+def one_process_at_a_time(path: Path):
+    """Hold an exclusive lock beside ``path`` (``<path>.lock``, where ``fcntl`` exists) while making what is kept
+    there once per machine: two processes started at once on an empty cache (two pytest workers, two app workers)
+    make it once, the second waiting for the first instead of making it beside it at half speed (and timing kernels,
+    or compiling against a time limit, on a machine the other one keeps busy). The caller looks again inside the
+    lock. Where the lock cannot be taken (Windows, a read-only cache) each makes its own; their writes go through
+    a temporary name, so one whole copy is kept."""
+    try:
+        import fcntl
+    except ImportError:  # Windows
+        yield
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock = open(path.with_name(path.name + ".lock"), "a")
+    except OSError:  # a read-only cache
+        yield
+        return
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 @functools.lru_cache(maxsize=1)

@@ -126,9 +126,11 @@ def _prepare(shape: LayerShape) -> Callable | None:
     built = False
     try:
         if not path.exists():
-            say(f"Compiling the decoder layer for this CPU once (≈ 10–30 s on 2 cores; kept in {path.parent}) …")
-            _build_in_child(shape, path)
-            built = True
+            with machine.one_process_at_a_time(path):  # another process compiling it: wait, then load its
+                if not path.exists():
+                    say(f"Compiling the decoder layer for this CPU once (≈ 10–30 s on 2 cores; kept in {path.parent}) …")
+                    _build_in_child(shape, path)
+                    built = True
         from torch._inductor import CompiledArtifact
 
         artifact = CompiledArtifact.load(path=str(path), format="binary")

@@ -27,6 +27,7 @@ Shape legend: R rows (tokens), I input features, O output features.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import hashlib
@@ -138,24 +139,26 @@ def _build(module: torch.nn.Module, like: torch.nn.Module | None):
     signature = _signature(weights)
     if choice is None and len(offered) == 1:
         choice = kernels.KernelChoice((offered[0],) * len(kernels.BUCKETS), "only")
-    if choice is None:
-        choice = kernels.read_cached(signature, dtype)
-    measuring = choice is None
-    size = sum(w.numel() for w in weights)
-    loud = size >= 10**6  # a tiny test model is measured in milliseconds, without a word
-    if measuring and loud:
-        kernels.say(f"Choosing this CPU's matrix kernels for a {size / 1e6:.0f} M-weight model once "
-                    f"(≤ 10 s; kept in {kernels.cache_path(signature, dtype).parent}) …")
-    started = time.perf_counter()
-    view = _shadow(module, {}, offered if measuring else choice.kinds)
-    linears = [m for m in view.modules() if isinstance(m, KernelLinear)]
-    if measuring:
-        choice = kernels.measure(linears, offered, progress=kernels.say if loud else None)
-        # what the choice cost: the weights packed in every candidate layout, then the timing
-        choice = dataclasses.replace(choice, seconds=round(time.perf_counter() - started, 1))
-        if loud:
-            kernels.say("  " + choice.words())
-        kernels.write_cached(signature, dtype, choice)
+    with contextlib.ExitStack() as held:  # another process choosing them: wait, then read its choice
+        if choice is None:
+            held.enter_context(machine.one_process_at_a_time(kernels.cache_path(signature, dtype)))
+            choice = kernels.read_cached(signature, dtype)
+        measuring = choice is None
+        size = sum(w.numel() for w in weights)
+        loud = size >= 10**6  # a tiny test model is measured in milliseconds, without a word
+        if measuring and loud:
+            kernels.say(f"Choosing this CPU's matrix kernels for a {size / 1e6:.0f} M-weight model once "
+                        f"(≤ 10 s; kept in {kernels.cache_path(signature, dtype).parent}) …")
+        started = time.perf_counter()
+        view = _shadow(module, {}, offered if measuring else choice.kinds)
+        linears = [m for m in view.modules() if isinstance(m, KernelLinear)]
+        if measuring:
+            choice = kernels.measure(linears, offered, progress=kernels.say if loud else None)
+            # what the choice cost: the weights packed in every candidate layout, then the timing
+            choice = dataclasses.replace(choice, seconds=round(time.perf_counter() - started, 1))
+            if loud:
+                kernels.say("  " + choice.words())
+            kernels.write_cached(signature, dtype, choice)
     for linear in linears:
         linear.keep(choice.kinds)
     for layer in (m for m in view.modules() if isinstance(m, FusedLlamaLayer)):

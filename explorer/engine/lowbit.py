@@ -259,8 +259,17 @@ def choose(bits: str, device: torch.device, dtype: torch.dtype, out_features: in
     with _LOCK:
         key = (bits, torch.device(device).type, dtype)
         if key not in _CHOICES:
-            _CHOICES[key] = _kept(key) or _measure(bits, device, dtype)
+            _CHOICES[key] = _kept(key) or _measured_once(key, device)
         return _CHOICES[key]
+
+
+def _measured_once(key: tuple, device) -> tuple[str, str]:
+    """Measured by one process at a time: another one timing the kernels at once would load the machine this one
+    times on (and the choice is kept for both)."""
+    from .. import machine
+
+    with machine.one_process_at_a_time(_record_path(key)):
+        return _kept(key) or _measure(key[0], device, key[2])
 
 
 def _name(dtype: torch.dtype) -> str:

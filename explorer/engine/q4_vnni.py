@@ -60,7 +60,9 @@ def _load() -> str | None:
     path = library_path()
     try:
         if not path.exists():
-            _build(path)
+            with machine.one_process_at_a_time(path):  # another process building it: wait, then load its
+                if not path.exists():
+                    _build(path)
         torch.ops.load_library(str(path))
         torch.library.register_fake("explorer_q4::gemm")(_shape)
     except (OSError, RuntimeError, subprocess.SubprocessError) as err:

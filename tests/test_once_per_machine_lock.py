@@ -1,12 +1,12 @@
-"""Two processes that start on an empty cache at once (two pytest workers, two app workers) convert the default
-model once: the second waits on a lock beside the folder and then finds the first one's conversion
-(``models.default._one_process_at_a_time``). ``flock`` locks belong to an open file, so two threads that each open
+"""Two processes that start on an empty cache at once (two pytest workers, two app workers) make what is kept once
+per machine once (the default model's conversion, the kernel choices, the compiled layer, the VNNI kernel): the
+second waits on a lock beside it and then finds the first one's (``machine.one_process_at_a_time``). ``flock`` locks belong to an open file, so two threads that each open
 the lock file exclude each other exactly as two processes do."""
 
 import threading
 import time
 
-from explorer.models import default
+from explorer import machine
 
 
 def test_a_second_loader_waits_for_the_first_ones_conversion(tmp_path):
@@ -14,7 +14,7 @@ def test_a_second_loader_waits_for_the_first_ones_conversion(tmp_path):
     inside, done, said = threading.Event(), threading.Event(), []
 
     def first():
-        with default._one_process_at_a_time(folder):
+        with machine.one_process_at_a_time(folder):
             said.append("first converts")
             inside.set()
             done.wait(10)
@@ -22,7 +22,7 @@ def test_a_second_loader_waits_for_the_first_ones_conversion(tmp_path):
 
     def second():
         inside.wait(10)
-        with default._one_process_at_a_time(folder):
+        with machine.one_process_at_a_time(folder):
             said.append("second goes on")
 
     threads = [threading.Thread(target=first), threading.Thread(target=second)]
