@@ -19,6 +19,13 @@ if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
     # against the other (docs/testing.md).
     workers = int(os.environ["PYTEST_XDIST_WORKER_COUNT"])
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, len(os.sched_getaffinity(0)) // workers)))
+    # Each worker's served app its own Gradio folder: the disk bound trims the folder it shares with every app on
+    # the machine, and a soak's uploads on one worker had the other worker's downloads deleted ("Download.path:
+    # canceled", nine browser tests in one run)
+    import tempfile
+
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw")
+    os.environ.setdefault("GRADIO_TEMP_DIR", os.path.join(tempfile.gettempdir(), f"gradio-{worker}"))
 
 from conftest_ui import CHROMIUM, CHROMIUM_ARGS, DESKTOP, open_app, served_app  # noqa: E402
 from helpers import load  # noqa: E402

@@ -233,3 +233,19 @@ def test_the_served_app_trims_and_a_closed_page_loses_its_copies(monkeypatch, tm
         assert not stale.exists()  # the trimmer runs beside the served app
     disk.forget_copies(["trace-ar-none-1.json"])
     assert not copy.exists() and not copy.parent.exists()
+
+
+def test_two_sessions_files_of_the_same_second_are_forgotten_apart(tmp_path, monkeypatch):
+    """Two visitors' races in one second were both ``race-<time>.json``: one closing the page deleted the other's
+    copy (copies are forgotten by name), and the other's download link stopped answering."""
+    from explorer.ui import disk, trace_files
+
+    monkeypatch.setenv("GRADIO_TEMP_DIR", str(tmp_path))
+    monkeypatch.setattr(trace_files.time, "strftime", lambda *_: "20261205-120000")  # the same second
+    names = {session: trace_files.offered_name("race", session) for session in ("visitor-a", "visitor-b")}
+    for session, name in names.items():
+        (tmp_path / session).mkdir()
+        (tmp_path / session / name).write_text("{}")
+    disk.forget_copies([names["visitor-a"]])
+    assert not (tmp_path / "visitor-a").exists() and (tmp_path / "visitor-b" / names["visitor-b"]).exists()
+    assert trace_files.offered_name("trace-a b/../c", "x").startswith("trace-a_b_.._c-20261205-120000-")

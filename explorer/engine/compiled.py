@@ -126,9 +126,10 @@ def _prepare(shape: LayerShape) -> Callable | None:
     built = False
     try:
         if not path.exists():
-            with machine.one_process_at_a_time(path):  # another process compiling it: wait, then load its
+            with machine.one_process_at_a_time(path):  # another process compiling it: wait, then load what it built
                 if not path.exists():
-                    say(f"Compiling the decoder layer for this CPU once (≈ 10–30 s on 2 cores; kept in {path.parent}) …")
+                    say(f"Compiling the decoder layer for this CPU once "
+                        f"(≈ 10–30 s on 2 cores; kept in {path.parent}) …")
                     _build_in_child(shape, path)
                     built = True
         from torch._inductor import CompiledArtifact

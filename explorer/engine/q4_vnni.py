@@ -60,7 +60,7 @@ def _load() -> str | None:
     path = library_path()
     try:
         if not path.exists():
-            with machine.one_process_at_a_time(path):  # another process building it: wait, then load its
+            with machine.one_process_at_a_time(path):  # another process building it: wait, then load what it built
                 if not path.exists():
                     _build(path)
         torch.ops.load_library(str(path))

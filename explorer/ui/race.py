@@ -7,7 +7,6 @@ from __future__ import annotations
 import html
 import json
 import logging
-import re
 import shutil
 import time
 from dataclasses import dataclass
@@ -19,7 +18,7 @@ from explorer.errors import one_line
 from explorer import methods, race
 from explorer.viz.race import RACE_CSS, race_html
 
-from .trace_files import race_folder
+from .trace_files import offered_name, race_folder
 from .inputs import decode_options, precision
 from .page import Page
 from . import jobs, long_jobs, zerogpu
@@ -123,6 +122,6 @@ def _write_report(report: dict, session: str):
     folder = race_folder(session)
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / re.sub(r"[^A-Za-z0-9_.-]", "_", f"race-{time.strftime('%Y%m%d-%H%M%S')}.json")
+    path = folder / offered_name("race", session)
     path.write_text(json.dumps(report, indent=1), encoding="utf-8")
     return path

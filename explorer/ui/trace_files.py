@@ -4,6 +4,7 @@ Gradio's copies of them with it."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 import shutil
 import tempfile
@@ -18,6 +19,15 @@ MAX_AGE_S = disk.MAX_AGE_S  # a session that never said goodbye (a killed tab) l
 
 def trace_folder(session: str) -> Path:
     return TRACE_DIR / re.sub(r"[^A-Za-z0-9_-]", "_", session)[:64]
+
+
+def offered_name(stem: str, session: str) -> str:
+    """A file name for the page to offer: ``stem``, the time to the second and a token of the session, made safe.
+    The token keeps two sessions' names apart: Gradio's copies are forgotten by name when a page closes
+    (``forget_files``), and two visitors' races in the same second were both named ``race-<time>.json``, so one
+    closing their page broke the other's download link."""
+    token = hashlib.sha1(session.encode("utf-8", "replace")).hexdigest()[:8]
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}-{token}") + ".json"
 
 
 def race_folder(session: str) -> Path:
@@ -53,7 +63,6 @@ def write_trace_file(trace, session: str) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     # a draft's name may be 1000 characters; a file name may not pass 255 bytes
     draft = re.sub(r"[^A-Za-z0-9_.-]", "_", trace.draft or "none")[:60]
-    name = re.sub(r"[^A-Za-z0-9_.-]", "_", f"trace-{trace.method[:40]}-{draft}-{time.strftime('%Y%m%d-%H%M%S')}")
-    path = folder / f"{name}.json"
+    path = folder / offered_name(f"trace-{trace.method[:40]}-{draft}", session)
     path.write_text(trace.to_json(), encoding="utf-8")
     return path
