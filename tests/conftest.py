@@ -13,19 +13,11 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
     # The suite runs on pytest-xdist workers (pytest.ini): each gets its share of the cores for torch's threads,
-    # before torch is imported. On 2 cores two workers of one thread each ran the suite in 754 s against 1348 s in
-    # one process of two threads (a browser test leaves the CPU idle while the page draws, a one-token forward
-    # does not scale to 2 threads), and two workers of two threads each were slower than one process: each spun
-    # against the other (docs/testing.md).
+    # before torch is imported (one thread each on 2 cores). Workers of one thread each fill the time a browser
+    # test leaves a core idle while the page draws (a one-token forward does not scale to 2 threads); workers of
+    # two threads each spun against each other and were slower than one process (docs/testing.md).
     workers = int(os.environ["PYTEST_XDIST_WORKER_COUNT"])
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, len(os.sched_getaffinity(0)) // workers)))
-    # Each worker's served app its own Gradio folder: the disk bound trims the folder it shares with every app on
-    # the machine, and a soak's uploads on one worker had the other worker's downloads deleted ("Download.path:
-    # canceled", nine browser tests in one run)
-    import tempfile
-
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw")
-    os.environ.setdefault("GRADIO_TEMP_DIR", os.path.join(tempfile.gettempdir(), f"gradio-{worker}"))
 
 from conftest_ui import CHROMIUM, CHROMIUM_ARGS, DESKTOP, open_app, served_app  # noqa: E402
 from helpers import load  # noqa: E402

@@ -1,6 +1,7 @@
-"""The suite's own set-up (pytest.ini, tests/conftest.py): it runs on two pytest-xdist workers, each with its share
-of the cores for torch. Two workers of two threads on 2 cores spin against each other and ran slower than one
-process (docs/testing.md), so a torch imported before conftest sets the share would quietly double the suite."""
+"""The suite's own set-up (pytest.ini, tests/conftest.py): it runs on pytest-xdist workers (two on 2 cores),
+each with its share of the cores for torch. Two workers of two threads on 2 cores spun against each other and ran
+slower than one process (docs/testing.md), so a torch imported before conftest sets the share would quietly double
+the suite."""
 
 import os
 
