@@ -163,8 +163,8 @@ def the_machine_to_itself(request, tmp_path_factory):
     next tests wait for it (their module fixtures, a served app, an idle browser, stay up).
 
     Every test passes a turnstile (a second lock) on its way in, and a ``QUIET`` test holds it while it waits:
-    without it, a shared lock is granted while an exclusive one waits, and with three workers the other two always
-    held one between them (a quiet test waited 125 s on four workers)."""
+    without it, a shared lock is granted while an exclusive one waits, and with more than two workers the others held
+    one between them for as long as they ran (a quiet test waited 125 s on four workers)."""
     if os.environ.get("PYTEST_XDIST_WORKER") is None:
         yield
         return
