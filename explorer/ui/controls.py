@@ -106,11 +106,13 @@ def draft_left_behind(method: str, model: str, draft) -> str | None:
     (a default or a preset) and ``method`` refuses it; None otherwise. Why: Run clicked right after the method
     changed reads the drafter box before the method's own drafter has reached it (``method_changed``), and sent,
     say, ``quantized``'s ``int4`` to ``hierarchical``, which refused it. A drafter the user typed is theirs: one that
-    is no method's default or preset is left for the run to refuse in its own words."""
+    is no method's default or preset is left for the run to refuse in its own words. An empty box is the page's too:
+    it empties the box for a method that drafts by itself (``method_changed``), and Run pressed right after switching
+    from one (``eagle-tree`` to ``bild``, say) read it empty."""
     registry = methods.discover()
     chosen = registry.get(method)
     typed = str(draft or "").strip()
-    if chosen is None or chosen.draft == "none" or not typed or chosen.accepts_draft(typed, chosen.make_options({})):
+    if chosen is None or chosen.draft == "none" or (typed and chosen.accepts_draft(typed, chosen.make_options({}))):
         return None
     model = (model or "default").strip()
     presets = {}
@@ -120,6 +122,6 @@ def draft_left_behind(method: str, model: str, draft) -> str | None:
                 presets[name] = explorer.method_preset(name, model)["draft"]
             except explorer.ExplorerError:  # no preset for this model: nothing of it can be on the page
                 pass
-    if typed not in {record.default_draft for record in registry.values()} | set(presets.values()):
+    if typed and typed not in {record.default_draft for record in registry.values()} | set(presets.values()):
         return None
     return presets.get(method, chosen.default_draft)

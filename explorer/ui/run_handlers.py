@@ -52,8 +52,9 @@ class Running(Comparing):
         try:
             own, swapped = draft_left_behind(values[p.method], model, values[p.draft]), ""
             if own is not None:  # the method changed just before Run, and its drafter had not reached the box yet
-                swapped = viz.safe_markdown(f"\n\n{values[p.method]} runs its drafter {own}: the box still held "
-                                            f"{values[p.draft]}, another method's, when Run was pressed.")
+                held = (f"the box still held {values[p.draft]}, another method's," if str(values[p.draft] or "").strip()
+                        else "the box was still empty from a method that drafts by itself")
+                swapped = viz.safe_markdown(f"\n\n{values[p.method]} runs its drafter {own}: {held} when Run was pressed.")
                 values = {**values, p.draft: own}
                 yield {p.draft: gr.Dropdown(value=own, allow_custom_value=True), p.status: swapped.strip()}
             options = decode_options(values[p.method], values[p.draft], values[p.gamma], values[p.controller],
