@@ -112,3 +112,66 @@ def test_a_gguf_file_of_q4_1_blocks_reads_back_as_the_models_weights(tmp_path):
         assert torch.equal(got.scale.float(), torch.from_numpy(d).float()), kind
         assert torch.equal(got.minimum.float(), torch.from_numpy(m).float()), kind
         assert torch.equal(got.dense(), torch.from_numpy(d * codes + m).float()), kind  # w = d·q + m, row by row
+
+
+def test_the_tensor_reader_skips_every_kind_of_key_value_pair_and_reads_what_gguf_reads(tmp_path):
+    """``q4_1_tensors`` skips the key-value pairs instead of building them (the default's tokenizer: 2.7 s of 3.4 s
+    with ``gguf.GGUFReader``): a file with a pair of every type, arrays of strings and numbers, nested arrays, its
+    own alignment and tensors of other types reads back the same Q4_1 bytes, in the same order, as GGUFReader's."""
+    from gguf import GGMLQuantizationType, GGUFReader, GGUFWriter
+
+    from explorer.models.gguf import q4_1_tensors
+
+    rng = np.random.default_rng(2)
+    path = tmp_path / "pairs.gguf"
+    writer = GGUFWriter(str(path), "llama")
+    writer.add_custom_alignment(64)
+    writer.add_uint8("a.u8", 7)
+    writer.add_int16("a.i16", -3)
+    writer.add_uint32("a.u32", 1 << 30)
+    writer.add_float32("a.f32", 0.5)
+    writer.add_bool("a.bool", True)
+    writer.add_uint64("a.u64", 1 << 40)
+    writer.add_float64("a.f64", -1.25)
+    writer.add_string("a.text", "héllo, wörld")
+    writer.add_array("a.tokens", ["<s>", "", "a token with spaces", "日本語"] * 50)
+    writer.add_array("a.scores", [float(i) for i in range(300)])
+    writer.add_array("a.nested", [[1, 2], [3]])
+    for i in range(3):
+        raw = q4_1_tensor(rng.integers(0, 16, size=(4 + i, 2 * GROUP)), rng.integers(1, 32, size=(4 + i, 2)) / 32,
+                          -rng.integers(0, 32, size=(4 + i, 2)) / 8)
+        writer.add_tensor(f"blk.{i}.ffn_up.weight", raw, raw_shape=raw.shape, raw_dtype=GGMLQuantizationType.Q4_1)
+        writer.add_tensor(f"blk.{i}.attn_norm.weight", rng.standard_normal(5 + i).astype(np.float32))
+    writer.add_tensor("output.weight", rng.standard_normal((3, GROUP)).astype(np.float16))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+    ours = list(q4_1_tensors(path))
+    theirs = [t for t in GGUFReader(str(path)).tensors if t.tensor_type == GGMLQuantizationType.Q4_1]
+    assert [t.name for t in ours] == [t.name for t in theirs] == [f"blk.{i}.ffn_up.weight" for i in range(3)]
+    for mine, gguf_own in zip(ours, theirs):
+        assert mine.raw.dtype == np.uint8 and np.array_equal(mine.raw, np.asarray(gguf_own.data)), mine.name
+
+
+def test_a_cut_or_foreign_file_is_refused_in_one_line(tmp_path):
+    from gguf import GGMLQuantizationType, GGUFWriter
+
+    from explorer.models.gguf import q4_1_tensors
+
+    whole = tmp_path / "whole.gguf"
+    writer = GGUFWriter(str(whole), "llama")
+    writer.add_array("a.tokens", ["x"] * 10)
+    raw = q4_1_tensor(np.zeros((4, GROUP), dtype=int), np.ones((4, 1)), np.zeros((4, 1)))
+    writer.add_tensor("blk.0.ffn_up.weight", raw, raw_shape=raw.shape, raw_dtype=GGMLQuantizationType.Q4_1)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    data = whole.read_bytes()
+    for name, cut in (("header.gguf", data[:40]), ("data.gguf", data[:-40]), ("text.gguf", b"not a model at all")):
+        (tmp_path / name).write_bytes(cut)
+        with pytest.raises(ValueError) as refused:
+            list(q4_1_tensors(tmp_path / name))
+        assert name in str(refused.value) and "\n" not in str(refused.value)
