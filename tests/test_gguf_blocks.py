@@ -170,7 +170,8 @@ def test_a_cut_or_foreign_file_is_refused_in_one_line(tmp_path):
     writer.write_tensors_to_file()
     writer.close()
     data = whole.read_bytes()
-    for name, cut in (("header.gguf", data[:40]), ("data.gguf", data[:-40]), ("text.gguf", b"not a model at all")):
+    for name, cut in (("header.gguf", data[:40]), ("data.gguf", data[:-40]), ("text.gguf", b"not a model at all"),
+                      ("empty.gguf", b"")):
         (tmp_path / name).write_bytes(cut)
         with pytest.raises(ValueError) as refused:
             list(q4_1_tensors(tmp_path / name))

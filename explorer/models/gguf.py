@@ -73,8 +73,8 @@ class Q41Tensor(NamedTuple):
 
 def q4_1_tensors(path: Path) -> Iterator[Q41Tensor]:
     """Every Q4_1 tensor of a little-endian GGUF file (v2 or v3), its rows' raw blocks in file order."""
-    data = np.memmap(path, dtype=np.uint8, mode="r")
     try:
+        data = np.memmap(path, dtype=np.uint8, mode="r")  # an empty file: ValueError
         infos, start = _tensor_infos(_Header(data))
     except (struct.error, UnicodeDecodeError, ValueError) as err:  # a cut or foreign file
         raise ValueError(f"{Path(path).name} is not a whole little-endian GGUF file of version 2 or 3 ({err})") from None
