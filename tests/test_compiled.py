@@ -5,6 +5,8 @@ eager fast path and says why. Tiny models need ``EXPLORER_COMPILE=1`` (by defaul
 to pay for the compiler's runtime are compiled); the real model's are compiled by default, and every
 lossless test on it runs compiled."""
 
+import time
+
 import pytest
 import torch
 
@@ -105,24 +107,38 @@ def test_a_compiled_layer_is_only_used_where_it_fits(compiling):
 
 def test_without_a_compiler_decoding_runs_eagerly_and_says_why(compiling, monkeypatch, tmp_path):
     """No C++ compiler (CXX names none): the child's compile fails, the layer stays eager, the status says
-    so in one line, the failure is remembered (no second attempt per process start), decoding works."""
+    so in one line, the failure is remembered (no second attempt per process start), decoding works. Two
+    kernel families (MKL for one row, oneDNN for more) are two forms, built side by side (``build_missing``)."""
     monkeypatch.setenv("EXPLORER_CACHE", str(tmp_path / "explorer"))
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))  # nothing compiled to reuse
     monkeypatch.setenv("CXX", str(tmp_path / "no-such-compiler"))
+    monkeypatch.setenv("EXPLORER_KERNELS", "1=mkl,2-8=onednn-8,9-64=onednn-8")
     monkeypatch.setattr(compiled, "_STEPS", {})
     monkeypatch.setattr(compiled, "_STATUS", {})
+    spans, build = [], compiled._build_in_child
+
+    def timed_build(shape, path):
+        start = time.perf_counter()
+        try:
+            build(shape, path)
+        finally:
+            spans.append((start, time.perf_counter()))
+
+    monkeypatch.setattr(compiled, "_build_in_child", timed_build)
     target = explorer.load("tiny-random:35")
     trace = explorer.decode(target, "hello there", max_new_tokens=6)
     assert len(trace.output_ids) == 6
     assert not any(fast_view(target.model).model.layers[0].compiled_buckets)
-    (state,) = compiled.status().values()
-    assert state.startswith("eager:") and "\n" not in state
-    assert list((tmp_path / "explorer" / "compiled").glob("*.failed"))
+    states = compiled.status()
+    assert len(states) == 2 and all(s.startswith("eager:") and "\n" not in s for s in states.values()), states
+    assert len(list((tmp_path / "explorer" / "compiled").glob("*.failed"))) == 2
+    (a, b), (c, d) = spans
+    assert max(a, c) < min(b, d), "the two forms were built one after the other"
     monkeypatch.setattr(compiled, "_STEPS", {})
     monkeypatch.setattr(compiled, "_STATUS", {})
     explorer.decode(explorer.load("tiny-random:35"), "hello", max_new_tokens=2)
-    (state,) = compiled.status().values()
-    assert "failed before on this machine" in state and "delete" in state
+    assert len(spans) == 2, "a remembered failure is not tried again"
+    assert all("failed before on this machine" in s and "delete" in s for s in compiled.status().values())
 
 
 def test_a_compile_past_its_time_limit_leaves_the_eager_path(compiling, monkeypatch, tmp_path):

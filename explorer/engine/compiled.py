@@ -28,6 +28,7 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
 
@@ -49,6 +50,7 @@ COMPILE_TIMEOUT_S = 300  # a cold compile took 8–25 s on 2 cores here; past th
 _LOCK = threading.Lock()
 _STEPS: dict[LayerShape, Callable | None] = {}
 _STATUS: dict[LayerShape, str] = {}
+_BUILT_BESIDE: dict[LayerShape, float] = {}  # built by ``build_missing`` this process: the seconds it took
 _PAUSED = ThreadSwitch()  # per thread: ``eager()`` turns compiled layers off for comparisons
 
 
@@ -83,7 +85,12 @@ def eager():
 
 def status() -> dict[str, str]:
     """Each layer shape's state in words ("compiled now in 9.8 s", "compiled, loaded in 1.2 s", "eager: …")."""
-    return {f"H{s.hidden}/I{s.inner}/{s.dtype}/{s.family}": text for s, text in _STATUS.items()}
+    return {f"H{s.hidden}/I{s.inner}/{s.dtype}/{_form(s)}": text for s, text in _STATUS.items()}
+
+
+def _form(shape: LayerShape) -> str:
+    """The kernel family, and how a low-bit copy's short steps attend where they differ from the rest."""
+    return shape.family + (" rows" if shape.attention == "rows" else "")
 
 
 def source_key() -> str:
@@ -123,15 +130,10 @@ def _prepare(shape: LayerShape) -> Callable | None:
                          f"delete {failed} to try again"
         return None
     start = time.perf_counter()
-    built = False
+    built = _BUILT_BESIDE.pop(shape, 0.0)  # built by ``build_missing`` with the others: its seconds
     try:
-        if not path.exists():
-            with machine.one_process_at_a_time(path):  # another process compiling it: wait, then load what it built
-                if not path.exists():
-                    say(f"Compiling the decoder layer for this CPU once "
-                        f"(≈ 10–30 s on 2 cores; kept in {path.parent}) …")
-                    _build_in_child(shape, path)
-                    built = True
+        if _build_once(shape, path):
+            built = time.perf_counter() - start
         from torch._inductor import CompiledArtifact
 
         artifact = CompiledArtifact.load(path=str(path), format="binary")
@@ -143,16 +145,65 @@ def _prepare(shape: LayerShape) -> Callable | None:
         reason = one_line(err, 200)
         _STATUS[shape] = f"eager: the compiled layer is unavailable ({reason})"
         if built or not path.exists():
-            try:
-                failed.parent.mkdir(parents=True, exist_ok=True)
-                failed.write_text(reason)
-            except OSError:
-                pass
+            _remember_failure(path, reason)
         say(f"note: the decoder layer runs eagerly ({reason})")
         return None
     seconds = time.perf_counter() - start
-    _STATUS[shape] = f"compiled now in {seconds:.1f} s" if built else f"compiled, loaded in {seconds:.1f} s"
+    _STATUS[shape] = f"compiled now in {built + seconds:.1f} s" if built else f"compiled, loaded in {seconds:.1f} s"
     return step
+
+
+def build_missing(shapes: list[LayerShape]) -> None:
+    """Build the artifacts of ``shapes`` that this machine lacks, each in its own child, all at once.
+
+    A model's first forward needs two (MKL's dense weights for one row, oneDNN's packed ones for more); each
+    build is mostly one core's work (tracing, then one g++), 2 × ≈ 8 s one after the other here. A failure
+    leaves that shape eager and says why, as ``layer_step``'s own build does; one shape is left to it whole."""
+    todo = [shape for shape in dict.fromkeys(shapes) if worth_it(shape) and shape not in _STEPS
+            and not artifact_path(shape).exists() and not artifact_path(shape).with_suffix(".failed").exists()]
+    if len(todo) < 2:
+        return
+    say(f"Compiling the decoder layer's {len(todo)} forms ({', '.join(_form(shape) for shape in todo)}) for this "
+        f"CPU once, side by side (≈ 10–30 s on 2 cores; kept in {artifact_path(todo[0]).parent}) …")
+    with ThreadPoolExecutor(len(todo)) as pool:
+        list(pool.map(_build_beside, todo))
+
+
+def _build_beside(shape: LayerShape) -> None:
+    path, start = artifact_path(shape), time.perf_counter()
+    try:
+        if _build_once(shape, path, quiet=True):
+            _BUILT_BESIDE[shape] = time.perf_counter() - start
+    except Exception as err:  # noqa: BLE001 — as in ``_prepare``: the eager path, with its reason
+        reason = one_line(err, 200)
+        _remember_failure(path, reason)
+        _STATUS[shape] = f"eager: the compiled layer is unavailable ({reason})"
+        _STEPS[shape] = None
+        say(f"note: the decoder layer runs eagerly ({reason})")
+
+
+def _build_once(shape: LayerShape, path: Path, quiet: bool = False) -> bool:
+    """Build ``path`` unless it is there (looked for again inside the machine-wide lock: another process
+    compiling it is waited for, then its artifact is loaded); whether this call built it."""
+    if path.exists():
+        return False
+    with machine.one_process_at_a_time(path):
+        if path.exists():
+            return False
+        if not quiet:
+            say(f"Compiling the decoder layer ({_form(shape)}) for this CPU once "
+                f"(≈ 10–30 s on 2 cores; kept in {path.parent}) …")
+        _build_in_child(shape, path)
+        return True
+
+
+def _remember_failure(path: Path, reason: str) -> None:
+    try:
+        failed = path.with_suffix(".failed")
+        failed.parent.mkdir(parents=True, exist_ok=True)
+        failed.write_text(reason)
+    except OSError:
+        pass
 
 
 def _direct(artifact) -> Callable:

@@ -92,34 +92,43 @@ class FusedLlamaLayer(torch.nn.Module):
     def bind(self, kinds) -> None:
         """Run each row bucket's kernel (``kinds``) through the compiled layer of its family (MKL: dense
         weights; oneDNN: packed), where there is one; call after the linears ``keep`` them."""
-        self._steps = tuple(self._compiled(kind, bucket) for bucket, kind in enumerate(kinds))
+        shapes = [self._shape(kind, bucket) for bucket, kind in enumerate(kinds)]
+        compiled.build_missing([shape for shape in shapes if shape is not None])  # at once, not one after another
+        self._steps = tuple(None if shape is None else self._compiled(shape, kind) for shape, kind in zip(shapes, kinds))
 
-    def _compiled(self, kind: str, bucket: int):
-        """(compiled step, its weight arguments) for row bucket ``bucket``'s kernel ``kind``, or None (SiLU MLPs
-        only; see ``engine.compiled``). The products say how the compiled layer calls them (``compiled_form``):
-        all four must be of one family. A low-bit copy's steps of up to 8 rows attend by fused reductions
+    def _shape(self, kind: str, bucket: int) -> layer_maths.LayerShape | None:
+        """The compiled layer's shape for row bucket ``bucket``'s kernel ``kind``, or None (SiLU MLPs only; see
+        ``engine.compiled``). The products say how the compiled layer calls them (``compiled_form``): all four
+        must be of one family. A low-bit copy's steps of up to 8 rows attend by fused reductions
         (``layer_maths.attention_rows``); everything else, and the target always, by batched products."""
-        linears = (self.qkv, self.o_proj, self.gate_up, self.down_proj)
-        forms = [m.compiled_form(kind) for m in linears]
+        forms = [m.compiled_form(kind) for m in self._linears]
         if self.norm_in[0].device.type != "cpu":
             return None  # the compiled layer is C++ for this CPU; a GPU's forwards are graphed (engine.cuda_graphs)
         if not self.silu or self.norm_post[1] != self.norm_in[1] or None in forms \
                 or len({family for family, _ in forms}) != 1:
             return None
-        weight = self.norm_in[0]
-        biases = [m.bias_tensor for m in linears]
+        biases = [m.bias_tensor for m in self._linears]
         if any(b is None for b in biases) and any(b is not None for b in biases):
             return None
-        shape = layer_maths.LayerShape(
+        weight = self.norm_in[0]
+        return layer_maths.LayerShape(
             hidden=weight.shape[0], heads=self.q_size // self.head_dim, kv_heads=self.kv_size // self.head_dim,
             head_dim=self.head_dim, inner=self.inner, eps=float(self.norm_in[1]), scaling=float(self.scaling),
             dtype=str(weight.dtype).replace("torch.", ""), family=forms[0][0], bias=biases[0] is not None,
             attention="rows" if bucket <= 1 and forms[0][0] in lowbit.FAMILIES else "bmm")
+
+    def _compiled(self, shape: layer_maths.LayerShape, kind: str):
+        """(compiled step, its weight arguments) for ``shape`` with the products' ``kind`` forms, or None."""
         step = compiled.layer_step(shape)
         if step is None:
             return None
-        return step, layer_maths.weight_arguments(shape, [tensors for _, tensors in forms],
-                                                  (self.norm_in[0], self.norm_post[0]), biases)
+        return step, layer_maths.weight_arguments(shape, [m.compiled_form(kind)[1] for m in self._linears],
+                                                  (self.norm_in[0], self.norm_post[0]),
+                                                  [m.bias_tensor for m in self._linears])
+
+    @property
+    def _linears(self) -> tuple:
+        return self.qkv, self.o_proj, self.gate_up, self.down_proj
 
     def _rms_norm(self, x: torch.Tensor, norm: tuple[torch.Tensor, float]) -> torch.Tensor:
         """HF's RMSNorm: in float32 one kernel (F.rms_norm: 15 µs against 23 µs for HF's six ops, same result
