@@ -2,7 +2,7 @@
 et al., Appendix A.4). Greedy (a search, like ``generate(num_beams=k, do_sample=False)``). Two rules:
 
 ``exact`` (Leviathan et al. A.4): the draft runs its own beam search at width k for γ steps from the
-    target's beams; the target scores every draft beam in one forward per beam row; step j is accepted while
+    target's beams; the target scores every draft beam (one forward for all of them); step j is accepted while
     the target's own beam step from its beams gives the same k beams as the draft's step j. The first step
     where they differ is the target's own (the correction), and after γ accepted steps the target adds one
     more (the bonus). Every step taken is the target's own beam step, so the output is identical to beam
@@ -20,10 +20,10 @@ et al., Appendix A.4). Greedy (a search, like ``generate(num_beams=k, do_sample=
     here a beam branches into k candidates and a score is the target's log-probability of every token a
     candidate gains, the running log-probability the report's text describes.
 
-Beams are scored with the target's log-softmax at temperature 1. Each beam row runs through a pool of
-single-sequence KV caches (``engine.kv_pool.KVPool``), one forward per row: a row reuses the cache that
-shares the longest prefix with it, so a branch recomputes only what differs (Hugging Face batches the k rows
-in one forward instead; on this CPU a forward of k rows costs about one of one row).
+Beams are scored with the target's log-softmax at temperature 1. A round's beam rows run in one target
+forward through a KV cache that holds the trie of every beam's tokens (``engine.trie_cache.TrieCache``):
+only the nodes no earlier round ran are computed, each under tree attention (Hugging Face batches the k
+rows in one forward, recomputing none; a forward of one row per beam, as before, cost 2.3–3× the time).
 
 The trace: ``output_ids`` is the best finished beam, and its rounds are that beam's history, so every
 single-sequence invariant of a trace holds for it: round r emits the tokens the best beam's ancestor gained

@@ -11,8 +11,7 @@ import torch
 
 from ...engine.acceptance import greedy_accept
 from ...engine.drafters import KEEP_DRAFTING
-from ...engine.forward import full_forward
-from ...engine.kv_pool import KVPool
+from ...engine.trie_cache import rows_scorer
 from ...engine.sampling import SamplingConfig
 from ...trace import Timing
 from .. import Request
@@ -22,7 +21,7 @@ if TYPE_CHECKING:
     from . import BeamOptions
 
 RULES = ("exact", "004")  # the two rules, by the names a run and the bench grammar use
-MAX_WIDTH = 8  # beams: each costs one target forward per round here
+MAX_WIDTH = 8  # beams: each adds its rows to a round's target forward and k forwards to each draft step
 MAX_BEAM_GAMMA = 16  # draft steps per round: a round's record holds every beam of every step
 GREEDY = SamplingConfig(0.0)
 
@@ -51,7 +50,7 @@ class SpeculativeBeams:
         self.gamma = min(request.settings.gamma, MAX_BEAM_GAMMA)
         self.k = options.width
         self.search = TargetBeams(self.k, set(target.eos_token_ids), request.settings.max_new_tokens)
-        self.pool = KVPool(full_forward(target.model), target.device, 2 * self.k)
+        self.pool = rows_scorer(target.model, target.device, 2 * self.k)
         self.rounds: list[RoundRecord] = []
         self.rng = request.rng()
 
@@ -128,21 +127,22 @@ class SpeculativeBeams:
     def _004_round(self) -> RoundRecord:
         r = len(self.rounds)
         search, k = self.search, self.k
-        draft_s = verify_s = 0.0
         t_start = self.clock()
         draft_before, before = self._draft_forwards(), self.pool.forwards
-        candidates, chains = [], []
-        for parent, beam in enumerate(search.running):
+        candidates, chains, drafted = [], [], []
+        for beam in search.running:
             depth = max(0, min(self.gamma, search.max_new - len(beam.ids) - 1))
-            t0 = self.clock()
             proposal = self.drafter.propose(self.prompt + list(beam.ids), depth, GREEDY, self.rng, KEEP_DRAFTING) \
                 if depth else None
             tokens = list(proposal.tokens) if proposal is not None else []
             end = next((i for i, t in enumerate(tokens) if t in search.eos), None)
-            tokens = tokens if end is None else tokens[: end + 1]  # nothing after the end is verified
-            t1 = self.clock()
-            lp = self.pool.logprobs([self.prompt + list(beam.ids) + tokens], [len(tokens) + 1])[0]  # (n+1, V)
-            draft_s, verify_s = draft_s + t1 - t0, verify_s + self.clock() - t1
+            drafted.append((proposal, tokens if end is None else tokens[: end + 1]))  # nothing after the end verified
+        t1 = self.clock()
+        draft_s = t1 - t_start
+        rows = [self.prompt + list(beam.ids) + tokens for beam, (_, tokens) in zip(search.running, drafted)]
+        found = self.pool.logprobs(rows, [len(tokens) + 1 for _, tokens in drafted])  # (n+1, V) each, one forward
+        verify_s = self.clock() - t1
+        for parent, (beam, (proposal, tokens), lp) in enumerate(zip(search.running, drafted, found)):
             n = greedy_accept(lp.argmax(dim=-1).tolist(), tokens).n_accepted  # speculative sampling, greedy
             q = [float(proposal.q[i, t]) if proposal.q is not None else 1.0 for i, t in enumerate(tokens)]
             p = [math.exp(float(lp[i, t])) for i, t in enumerate(tokens)]

@@ -1,0 +1,134 @@
+"""Log-probabilities for rows that share prefixes (the beams of a beam search) in one target forward a call,
+through one KV cache that holds a trie of every token the rows passed through.
+
+``KVPool`` runs a forward per row, each through its own cache: beam search at width k paid k forwards a step,
+and more where a beam moved to a cache that held another one. Here every cached position is a node of a
+trie: its token, its parent position and its depth (the position id the sequence gives it). A call runs the
+rows' nodes that the trie lacks in one forward, each seeing its ancestors and itself (``engine.tree``'s tree
+attention, over a cached trie instead of a cached chain), and keeps every node's final hidden state, so the
+log-probabilities after any position cost one row of the LM head, however long ago the node was run.
+Nodes on none of the latest call's rows are dropped when they outnumber the live ones (``compact_cache``).
+A node's hidden state depends only on its path, so the trie never goes stale.
+
+Shape legend: C cached positions, R new positions, H hidden size, V vocabulary.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..errors import ExplorerError
+from .cache import new_cache
+from .forward import fast_decoder, full_forward, lm_head, run_layers
+from .kv_pool import KVPool
+from .tree import compact_cache
+
+SLACK = 64  # dead positions tolerated beyond as many as are live before the cache is compacted
+
+
+class TrieCache:
+    """``logprobs(rows, n_logits)`` as ``KVPool`` answers it, one forward a call; a Llama-style decoder only
+    (``fast_decoder`` refuses others)."""
+
+    def __init__(self, model: torch.nn.Module, device: torch.device):
+        self.base, self.head, self.device = fast_decoder(model), lm_head(model), device
+        self.forwards = 0  # forwards run so far
+        self._reset()
+
+    def _reset(self) -> None:
+        self.cache = new_cache()
+        self.tokens: list[int] = []
+        self.parents: list[int] = []  # -1: a child of the root (the empty sequence)
+        self.depths: list[int] = []  # a node's index in its sequence: its position id
+        self.children: dict[int, dict[int, int]] = {-1: {}}  # position -> {token: child position}
+        self.hidden = torch.empty(0, self.base.norm.weight.shape[0], device=self.device)  # (C, H)
+
+    def logprobs(self, rows: list[list[int]], n_logits: list[int]) -> list[torch.Tensor]:
+        """For each row, (n, V) log-probabilities after each of its last n positions."""
+        try:
+            cached = len(self.tokens)
+            paths = [self._walk(row) for row in rows]
+            if len(self.tokens) > cached:
+                self._run(cached)
+            wanted = sorted({p for path, n in zip(paths, n_logits) for p in path[len(path) - n:]})
+            with torch.inference_mode():
+                found = self.head(self.hidden[wanted]).float().log_softmax(dim=-1)  # (len(wanted), V)
+            at = {p: i for i, p in enumerate(wanted)}
+            out = [found[[at[p] for p in path[len(path) - n:]]] for path, n in zip(paths, n_logits)]
+            self._compact({p for path in paths for p in path})
+            return out
+        except BaseException:  # a half-added trie must not outlive a failed forward (or a stop inside it)
+            self._reset()
+            raise
+
+    def _walk(self, row: list[int]) -> list[int]:
+        """The positions of ``row``'s tokens, adding the nodes the trie lacks (run by ``_run``)."""
+        path, node = [], -1
+        for token in row:
+            child = self.children[node].get(token)
+            if child is None:
+                child = len(self.tokens)
+                self.tokens.append(token)
+                self.parents.append(node)
+                self.depths.append(self.depths[node] + 1 if node >= 0 else 0)
+                self.children[node][token] = child
+                self.children[child] = {}
+            path.append(child)
+            node = child
+        return path
+
+    def _run(self, cached: int) -> None:
+        """One forward over the nodes from position ``cached`` on, each seeing its ancestors and itself."""
+        new = len(self.tokens) - cached
+        seen = torch.zeros(new, cached + new, dtype=torch.bool)  # (R, C + R)
+        lines: dict[int, torch.Tensor] = {}  # a cached parent's line of ancestors, found once
+        for j in range(new):
+            parent = self.parents[cached + j]
+            if parent >= cached:
+                seen[j] = seen[parent - cached]
+            elif parent >= 0:
+                if parent not in lines:
+                    lines[parent] = torch.tensor(self._line(parent), dtype=torch.long)
+                seen[j, lines[parent]] = True
+            seen[j, cached + j] = True
+        dtype = self.base.embed_tokens.weight.dtype
+        mask = torch.zeros(seen.shape, dtype=dtype).masked_fill(~seen, torch.finfo(dtype).min)[None, None]
+        ids = torch.tensor([self.tokens[cached:]], dtype=torch.long, device=self.device)  # (1, R)
+        positions = torch.tensor([self.depths[cached:]], dtype=torch.long, device=self.device)  # (1, R)
+        with torch.inference_mode():
+            hidden = run_layers(self.base, self.base.layers, self.base.embed_tokens(ids), cached, self.cache,
+                                mask=mask.to(self.device), position_ids=positions)  # (1, R, H)
+            self.hidden = torch.cat([self.hidden, self.base.norm(hidden[0]).to(self.hidden.dtype)])
+        self.forwards += 1
+
+    def _line(self, node: int) -> list[int]:
+        """``node`` and its ancestors' positions."""
+        line = []
+        while node >= 0:
+            line.append(node)
+            node = self.parents[node]
+        return line
+
+    def _compact(self, live: set[int]) -> None:
+        """Drop the nodes off every live row when they outnumber the live ones (plus ``SLACK``)."""
+        if len(self.tokens) <= 2 * len(live) + SLACK:
+            return
+        kept = sorted(live)  # ascending: a parent stays before its children
+        keep = next((i for i, p in enumerate(kept) if p != i), len(kept))  # a leading run that stays in place
+        with torch.inference_mode():  # the cache's tensors were made in it
+            compact_cache(self.cache, keep, kept[keep:])
+        renumber = {-1: -1, **{old: new for new, old in enumerate(kept)}}
+        self.tokens = [self.tokens[p] for p in kept]
+        self.parents = [renumber[self.parents[p]] for p in kept]
+        self.depths = [self.depths[p] for p in kept]
+        self.children = {renumber[p]: {t: renumber[c] for t, c in kids.items() if c in renumber}
+                         for p, kids in self.children.items() if p in renumber}
+        self.hidden = self.hidden[kept]
+
+
+def rows_scorer(model: torch.nn.Module, device: torch.device, pool_size: int):
+    """A ``TrieCache`` for a Llama-style decoder; for any other model a ``KVPool`` of ``pool_size`` caches."""
+    try:
+        return TrieCache(model, device)
+    except ExplorerError:  # not a Llama-style decoder: a forward per row through its own cache
+        return KVPool(full_forward(model), device, pool_size)
