@@ -77,3 +77,12 @@ def test_a_model_that_is_not_a_llama_style_decoder_gets_a_cache_per_row():
             return torch.nn.Linear(2, 3)
 
     assert isinstance(rows_scorer(Opaque(), torch.device("cpu"), 4), KVPool)
+
+
+def test_a_bfloat16_model_keeps_its_states_in_its_own_dtype():
+    model = explorer.load("tiny-random:1", dtype="bfloat16").model
+    scorer = TrieCache(model, torch.device("cpu"))
+    rows = [[5, 6, 7, 9], [5, 6, 8]]
+    for row, lp in zip(rows, scorer.logprobs(rows, [2, 2])):
+        assert scorer.hidden.dtype == torch.bfloat16
+        torch.testing.assert_close(lp, alone(model, row, 2), rtol=0, atol=0.05)

@@ -41,7 +41,8 @@ class TrieCache:
         self.parents: list[int] = []  # -1: a child of the root (the empty sequence)
         self.depths: list[int] = []  # a node's index in its sequence: its position id
         self.children: dict[int, dict[int, int]] = {-1: {}}  # position -> {token: child position}
-        self.hidden = torch.empty(0, self.base.norm.weight.shape[0], device=self.device)  # (C, H)
+        weight = self.base.embed_tokens.weight
+        self.hidden = torch.empty(0, weight.shape[1], dtype=weight.dtype, device=self.device)  # (C, H)
 
     def logprobs(self, rows: list[list[int]], n_logits: list[int]) -> list[torch.Tensor]:
         """For each row, (n, V) log-probabilities after each of its last n positions."""
@@ -98,7 +99,7 @@ class TrieCache:
         with torch.inference_mode():
             hidden = run_layers(self.base, self.base.layers, self.base.embed_tokens(ids), cached, self.cache,
                                 mask=mask.to(self.device), position_ids=positions)  # (1, R, H)
-            self.hidden = torch.cat([self.hidden, self.base.norm(hidden[0]).to(self.hidden.dtype)])
+            self.hidden = torch.cat([self.hidden, self.base.norm(hidden[0])])
         self.forwards += 1
 
     def _line(self, node: int) -> list[int]:
