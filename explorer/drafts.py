@@ -12,6 +12,7 @@ from typing import Callable
 
 from .engine.drafters import ChatFrame, Drafter, ForwardDrafter, PromptLookupDrafter
 from .engine.forward import full_forward
+from .engine.trie_cache import model_trie
 from .errors import ExplorerError
 from .limits import clip
 from .untrusted import Record
@@ -116,7 +117,8 @@ def _model_drafter(draft, target, spec: str | None = None) -> ForwardDrafter:
             f"the draft {draft.name!r} and the target {target.name!r} have different vocabularies "
             f"({draft.vocab_size} vs {target.vocab_size} ids): a draft model must share the target's tokenizer"
         )
-    return ForwardDrafter(spec or f"model:{draft.name}", full_forward(draft.model), draft.device)
+    return ForwardDrafter(spec or f"model:{draft.name}", full_forward(draft.model), draft.device,
+                          row_scorer=lambda: model_trie(draft.model, draft.device))
 
 
 def _same_tokenizer(a, b) -> bool:

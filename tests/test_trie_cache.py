@@ -33,7 +33,7 @@ def test_every_call_is_one_forward_and_gives_each_rows_own_log_probabilities(mon
     monkeypatch.setattr(trie_cache, "SLACK", slack)  # 0: the cache is compacted after nearly every call
     model = explorer.load("tiny-random:1").model
     vocab = model.get_output_embeddings().weight.shape[0]
-    scorer, rng = TrieCache(model, torch.device("cpu")), random.Random(5)
+    scorer, rng = TrieCache.of_model(model, torch.device("cpu")), random.Random(5)
     sizes = []
     for calls, (rows, ns) in enumerate(beams(rng, [rng.randrange(vocab) for _ in range(9)], 32, 3, vocab), 1):
         found = scorer.logprobs(rows, ns)
@@ -42,7 +42,7 @@ def test_every_call_is_one_forward_and_gives_each_rows_own_log_probabilities(mon
             assert lp.shape == (n, vocab)
             torch.testing.assert_close(lp, alone(model, row, n), rtol=0, atol=1e-4)
         sizes.append(len(scorer.tokens))
-        assert scorer.cache.get_seq_length() == len(scorer.tokens) == scorer.hidden.shape[0]
+        assert scorer.caches[0].get_seq_length() == len(scorer.tokens) == scorer.hidden.shape[0]
     whole = scorer.logprobs(rows, [len(r) for r in rows])  # every position, from nodes run calls ago
     assert scorer.forwards == calls
     for row, lp in zip(rows, whole):
@@ -53,7 +53,7 @@ def test_every_call_is_one_forward_and_gives_each_rows_own_log_probabilities(mon
 
 def test_a_failed_forward_leaves_an_empty_trie_that_still_answers(monkeypatch):
     model = explorer.load("tiny-random:1").model
-    scorer = TrieCache(model, torch.device("cpu"))
+    scorer = TrieCache.of_model(model, torch.device("cpu"))
     scorer.logprobs([[5, 6, 7], [5, 6, 8]], [2, 2])
 
     def broken(*args, **kwargs):
@@ -62,7 +62,7 @@ def test_a_failed_forward_leaves_an_empty_trie_that_still_answers(monkeypatch):
     monkeypatch.setattr(trie_cache, "run_layers", broken)
     with pytest.raises(RuntimeError):
         scorer.logprobs([[5, 6, 7, 9]], [1])
-    assert scorer.tokens == [] and scorer.cache.get_seq_length() == 0
+    assert scorer.tokens == [] and scorer.caches[0].get_seq_length() == 0
     monkeypatch.undo()
     torch.testing.assert_close(scorer.logprobs([[5, 6, 7, 9]], [3])[0], alone(model, [5, 6, 7, 9], 3), rtol=0, atol=1e-4)
 
@@ -81,8 +81,43 @@ def test_a_model_that_is_not_a_llama_style_decoder_gets_a_cache_per_row():
 
 def test_a_bfloat16_model_keeps_its_states_in_its_own_dtype():
     model = explorer.load("tiny-random:1", dtype="bfloat16").model
-    scorer = TrieCache(model, torch.device("cpu"))
+    scorer = TrieCache.of_model(model, torch.device("cpu"))
     rows = [[5, 6, 7, 9], [5, 6, 8]]
     for row, lp in zip(rows, scorer.logprobs(rows, [2, 2])):
         assert scorer.hidden.dtype == torch.bfloat16
         torch.testing.assert_close(lp, alone(model, row, 2), rtol=0, atol=0.05)
+
+
+def draft_rows_agree(drafter, rows: list[list[int]]) -> None:
+    """The draft's trie gives each row what its own runner gives it alone, all rows in one forward."""
+    scorer = drafter.row_scorer()
+    found = scorer.logprobs(rows, [1] * len(rows))
+    assert scorer.forwards == 1
+    for row, lp in zip(rows, found):
+        alone_q = drafter.runner.logits(row, 1).float().log_softmax(dim=-1)
+        finite = torch.isfinite(alone_q)  # a draft that scores a shortlist: −inf elsewhere, in both
+        assert torch.equal(finite, torch.isfinite(lp))
+        torch.testing.assert_close(lp[finite], alone_q[finite], rtol=0, atol=1e-4)
+
+
+def test_a_model_draft_and_an_untrained_early_exit_score_their_beams_in_one_forward(tiny_target):
+    from explorer import methods
+    from explorer.drafts import make_drafter
+
+    methods.discover()  # the methods register their draft kinds (early-exit: EESD's)
+    rows = [[5, 6, 7, 9], [5, 6, 8], [5, 6, 7, 10, 11]]
+    for spec in ("model:tiny-random:2", "early-exit:1:untrained"):
+        draft_rows_agree(make_drafter(spec, tiny_target, explorer.load), rows)
+
+
+@pytest.mark.model
+def test_the_default_models_trained_exit_scores_its_beams_in_one_forward(default_model):
+    """early-exit:4 with its shipped exit layer: the target's first four layers, then the exit's own cache."""
+    from explorer import methods
+    from explorer.drafts import make_drafter
+
+    methods.discover()
+    prompt = default_model.encode("Write one sentence about the ocean.")
+    drafter = make_drafter("early-exit:4", default_model, explorer.load)
+    assert drafter.row_scorer().stages[1], "the shipped exit layer is a stage of its own"
+    draft_rows_agree(drafter, [prompt + [504, 5065], prompt + [504, 1070], prompt + [330]])

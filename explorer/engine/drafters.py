@@ -64,6 +64,9 @@ class Drafter:
     theta_model = None  # (step, q_row) -> θ_M, the trained acceptance predictor of EESD eq. 5, else None
     runner = None  # scores several positions in one forward (logits/truncate/forwards): a draft that can
     #                verify a smaller draft (hierarchical); None for a draft with no model (prompt lookup)
+    row_scorer = None  # () -> a new ``engine.trie_cache.TrieCache`` over this draft's own forward: several
+    #                    sequences' log-probabilities in one forward (beam search's draft beams); None: one
+    #                    sequence at a time through ``runner``
     needs_round_verifier = False  # drafts only from what its ``verifier`` computed as the round loop's target
     #                               runner (the feature head reads the target's features there)
 
@@ -101,8 +104,10 @@ class ForwardDrafter(Drafter):
     """
 
     def __init__(self, spec: str, forward=None, device: torch.device | None = None, runner=None, verifier=None,
-                 about: str | None = None, expected_acceptance: float | None = None, theta_model=None):
+                 about: str | None = None, expected_acceptance: float | None = None, theta_model=None,
+                 row_scorer=None):
         self.spec = spec
+        self.row_scorer = row_scorer
         self.runner = runner if runner is not None else CachedForward(forward, device)
         self.verifier = verifier
         self.about = about or spec

@@ -1,5 +1,5 @@
-"""Log-probabilities for rows that share prefixes (the beams of a beam search) in one target forward a call,
-through one KV cache that holds a trie of every token the rows passed through.
+"""Log-probabilities for rows that share prefixes (the beams of a beam search) in one forward a call, of the
+target or of a draft, through one KV cache that holds a trie of every token the rows passed through.
 
 ``KVPool`` runs a forward per row, each through its own cache: beam search at width k paid k forwards a step,
 and more where a beam moved to a cache that held another one. Here every cached position is a node of a
@@ -27,16 +27,24 @@ SLACK = 64  # dead positions tolerated beyond as many as are live before the cac
 
 
 class TrieCache:
-    """``logprobs(rows, n_logits)`` as ``KVPool`` answers it, one forward a call; a Llama-style decoder only
-    (``fast_decoder`` refuses others)."""
+    """``logprobs(rows, n_logits)`` as ``KVPool`` answers it, one forward a call, through ``stages``: lists of a
+    Llama-style decoder's layers run one after another, each over a cache of its own (a model: its layers; an
+    early-exit draft: the target's first layers, then its exit layer), then ``finish`` (the final norm) on each
+    new node, and ``head`` (states (n, H) -> logits (n, V)) on the positions asked for."""
 
-    def __init__(self, model: torch.nn.Module, device: torch.device):
-        self.base, self.head, self.device = fast_decoder(model), lm_head(model), device
+    def __init__(self, base, stages: list, finish, head, device: torch.device):
+        self.base, self.stages, self.finish, self.head, self.device = base, stages, finish, head, device
         self.forwards = 0  # forwards run so far
         self._reset()
 
+    @classmethod
+    def of_model(cls, model: torch.nn.Module, device: torch.device) -> "TrieCache":
+        """The whole causal LM (``fast_decoder`` refuses one that is not a Llama-style decoder)."""
+        base = fast_decoder(model)
+        return cls(base, [base.layers], base.norm, lm_head(model), device)
+
     def _reset(self) -> None:
-        self.cache = new_cache()
+        self.caches = [new_cache() for _ in self.stages]
         self.tokens: list[int] = []
         self.parents: list[int] = []  # -1: a child of the root (the empty sequence)
         self.depths: list[int] = []  # a node's index in its sequence: its position id
@@ -96,10 +104,12 @@ class TrieCache:
         mask = torch.zeros(seen.shape, dtype=dtype).masked_fill(~seen, torch.finfo(dtype).min)[None, None]
         ids = torch.tensor([self.tokens[cached:]], dtype=torch.long, device=self.device)  # (1, R)
         positions = torch.tensor([self.depths[cached:]], dtype=torch.long, device=self.device)  # (1, R)
+        mask = mask.to(self.device)
         with torch.inference_mode():
-            hidden = run_layers(self.base, self.base.layers, self.base.embed_tokens(ids), cached, self.cache,
-                                mask=mask.to(self.device), position_ids=positions)  # (1, R, H)
-            self.hidden = torch.cat([self.hidden, self.base.norm(hidden[0])])
+            hidden = self.base.embed_tokens(ids)  # (1, R, H)
+            for layers, cache in zip(self.stages, self.caches):
+                hidden = run_layers(self.base, layers, hidden, cached, cache, mask=mask, position_ids=positions)
+            self.hidden = torch.cat([self.hidden, self.finish(hidden[0])])
         self.forwards += 1
 
     def _line(self, node: int) -> list[int]:
@@ -116,8 +126,9 @@ class TrieCache:
             return
         kept = sorted(live)  # ascending: a parent stays before its children
         keep = next((i for i, p in enumerate(kept) if p != i), len(kept))  # a leading run that stays in place
-        with torch.inference_mode():  # the cache's tensors were made in it
-            compact_cache(self.cache, keep, kept[keep:])
+        with torch.inference_mode():  # the caches' tensors were made in it
+            for cache in self.caches:
+                compact_cache(cache, keep, kept[keep:])
         renumber = {-1: -1, **{old: new for new, old in enumerate(kept)}}
         self.tokens = [self.tokens[p] for p in kept]
         self.parents = [renumber[self.parents[p]] for p in kept]
@@ -127,9 +138,15 @@ class TrieCache:
         self.hidden = self.hidden[kept]
 
 
+def model_trie(model: torch.nn.Module, device: torch.device) -> TrieCache | None:
+    """A ``TrieCache`` of the whole model, or None where it is not a Llama-style decoder."""
+    try:
+        return TrieCache.of_model(model, device)
+    except ExplorerError:
+        return None
+
+
 def rows_scorer(model: torch.nn.Module, device: torch.device, pool_size: int):
     """A ``TrieCache`` for a Llama-style decoder; for any other model a ``KVPool`` of ``pool_size`` caches."""
-    try:
-        return TrieCache(model, device)
-    except ExplorerError:  # not a Llama-style decoder: a forward per row through its own cache
-        return KVPool(full_forward(model), device, pool_size)
+    trie = model_trie(model, device)
+    return trie if trie is not None else KVPool(full_forward(model), device, pool_size)  # a forward per row

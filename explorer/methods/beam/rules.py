@@ -51,6 +51,8 @@ class SpeculativeBeams:
         self.k = options.width
         self.search = TargetBeams(self.k, set(target.eos_token_ids), request.settings.max_new_tokens)
         self.pool = rows_scorer(target.model, target.device, 2 * self.k)
+        # the draft's k beams a step in one forward where it can (``Drafter.row_scorer``), else one by one
+        self.draft_rows = drafter.row_scorer() if drafter.row_scorer is not None else None
         self.rounds: list[RoundRecord] = []
         self.rng = request.rng()
 
@@ -66,7 +68,7 @@ class SpeculativeBeams:
     def _exact_round(self) -> RoundRecord:
         r = len(self.rounds)
         t0 = self.clock()
-        draft_before = self.drafter.runner.forwards
+        draft_before = self._draft_forwards()
         depth = self._draft_steps()  # at most γ: the target adds one step more
         levels = self._draft_beam_search(depth)  # levels[j]: the draft's beams after j steps (ids, q of last)
         t1 = self.clock()
@@ -94,7 +96,7 @@ class SpeculativeBeams:
                 break
         t3 = self.clock()
         return RoundRecord(layers, kinds, drafts, depth, self.pool.forwards - before,
-                           self.drafter.runner.forwards - draft_before, Timing(t1 - t0, t2 - t1, t3 - t2))
+                           self._draft_forwards() - draft_before, Timing(t1 - t0, t2 - t1, t3 - t2))
 
     def _draft_beam_search(self, depth: int) -> list[list[tuple[tuple[int, ...], float]]]:
         """The draft's beam search at width k for ``depth`` steps from the target's running beams, scored
@@ -104,7 +106,12 @@ class SpeculativeBeams:
         beams = [(b.ids, b.score, 1.0) for b in self.search.running]
         levels = [[(ids, q) for ids, _, q in beams]]
         for _ in range(depth):
-            rows = [runner.logits(self.prompt + list(ids), 1)[0].float().log_softmax(dim=-1) for ids, _, _ in beams]
+            if self.draft_rows is not None:
+                rows = [lp[0] for lp in self.draft_rows.logprobs([self.prompt + list(ids) for ids, _, _ in beams],
+                                                                 [1] * len(beams))]
+            else:
+                rows = [runner.logits(self.prompt + list(ids), 1)[0].float().log_softmax(dim=-1)
+                        for ids, _, _ in beams]
             scores = torch.tensor([s for _, s, _ in beams])[:, None] + torch.stack(rows)
             vocab = scores.shape[1]
             top, index = torch.topk(scores.flatten(), min((1 + len(eos)) * self.k, scores.numel()))
@@ -168,4 +175,5 @@ class SpeculativeBeams:
                            self._draft_forwards() - draft_before, Timing(draft_s, verify_s, other))
 
     def _draft_forwards(self) -> int:
-        return self.drafter.runner.forwards if self.drafter.gives_distributions else 0
+        scored = self.draft_rows.forwards if self.draft_rows is not None else 0
+        return scored + (self.drafter.runner.forwards if self.drafter.gives_distributions else 0)

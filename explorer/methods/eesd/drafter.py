@@ -31,7 +31,7 @@ def early_exit_drafter(spec: str, n: int, trained: bool, target) -> ForwardDraft
     # drafting and verification share one cache; a trained exit's held-out agreement is a prior for α
     return ForwardDrafter(spec, runner=DraftRunner(shared), verifier=SharedVerifier(shared), about=about,
                           expected_acceptance=float(agreement) if isinstance(agreement, (int, float)) else None,
-                          theta_model=theta_model)
+                          theta_model=theta_model, row_scorer=shared.row_scorer)
 
 
 def _missing(model, n: int) -> str:

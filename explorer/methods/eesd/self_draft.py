@@ -29,6 +29,7 @@ from transformers import DynamicCache
 from ...engine.cache import common_prefix, new_cache
 from ...engine.fast import fast_linear, fast_view
 from ...engine.forward import fast_decoder, lm_head, run_layers
+from ...engine.trie_cache import TrieCache
 
 if TYPE_CHECKING:  # the exit head's type (exits.py)
     from .exits import ExitHead
@@ -135,6 +136,12 @@ class SelfSpeculation:
             return None
         position = min(self.draft_len - step - 2, self.top.shape[1] - 1)
         return (self.top[0, max(position, 0)], self.draft_state) if position >= 0 else None
+
+    def row_scorer(self):
+        """The draft as a ``TrieCache`` (several sequences in one forward: beam search's draft beams): the first
+        N layers, then the exit layer over caches of their own, the exit's norm and the draft's scored rows."""
+        stages = [self.base.layers[: self.n]] + ([self.exit_layers] if self.exit_layers else [])
+        return TrieCache(self.base, stages, self.head.norm, self._draft_scores, self.device)
 
     # -- bookkeeping ------------------------------------------------------------------------------
 
