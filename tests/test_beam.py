@@ -178,3 +178,28 @@ def test_the_bench_runs_beam_systems_beside_hugging_face_beam_search(default_mod
                        prompts=prompts, progress=lambda *a: None)
     rows = {r["system"]: r for r in report["rows"]}
     assert rows["hf-beam:2"]["tokens_per_s"] > 0 and rows["beam:exact:2:early-exit:4"]["tokens_per_s"] > 0
+
+
+@pytest.mark.parametrize("rule", ["exact", "004"])
+def test_a_draft_with_a_row_scorer_drafts_every_beam_in_one_forward_a_step(tiny_target, monkeypatch, rule):
+    """The same search as a draft run beam by beam, for fewer draft forwards (one a step, not one a beam a step)."""
+    from explorer.methods.beam import rules
+
+    options = dict(method="beam", draft="model:tiny-random:2", beam_width=4, beam_rule=rule, gamma=3,
+                   max_new_tokens=12)
+    runs = {}
+    for way in ("one forward a step", "beam by beam"):
+        if way == "beam by beam":
+            build = rules.SpeculativeBeams.__init__
+
+            def one_by_one(self, *args, **kwargs):
+                build(self, *args, **kwargs)
+                self.draft_rows = None
+
+            monkeypatch.setattr(rules.SpeculativeBeams, "__init__", one_by_one)
+        runs[way] = [explorer.decode(tiny_target, prompt, **options) for prompt in ("ab", "the cat", "no, yes!")]
+    for batched, alone in zip(runs["one forward a step"], runs["beam by beam"]):
+        assert batched.output_ids == alone.output_ids
+        assert [r.detail["beam"]["layers"] for r in batched.rounds] == [r.detail["beam"]["layers"] for r in alone.rounds]
+    forwards = {way: sum(r.draft_forwards for t in traces for r in t.rounds) for way, traces in runs.items()}
+    assert forwards["one forward a step"] * 2 < forwards["beam by beam"], forwards

@@ -136,22 +136,16 @@ class SpeculativeBeams:
         search, k = self.search, self.k
         t_start = self.clock()
         draft_before, before = self._draft_forwards(), self.pool.forwards
-        candidates, chains, drafted = [], [], []
-        for beam in search.running:
-            depth = max(0, min(self.gamma, search.max_new - len(beam.ids) - 1))
-            proposal = self.drafter.propose(self.prompt + list(beam.ids), depth, GREEDY, self.rng, KEEP_DRAFTING) \
-                if depth else None
-            tokens = list(proposal.tokens) if proposal is not None else []
-            end = next((i for i, t in enumerate(tokens) if t in search.eos), None)
-            drafted.append((proposal, tokens if end is None else tokens[: end + 1]))  # nothing after the end verified
+        candidates, chains = [], []
+        depths = [max(0, min(self.gamma, search.max_new - len(beam.ids) - 1)) for beam in search.running]
+        drafted = self._draft_chains(depths)  # per beam: (its tokens up to an end token, q of each)
         t1 = self.clock()
         draft_s = t1 - t_start
-        rows = [self.prompt + list(beam.ids) + tokens for beam, (_, tokens) in zip(search.running, drafted)]
-        found = self.pool.logprobs(rows, [len(tokens) + 1 for _, tokens in drafted])  # (n+1, V) each, one forward
+        rows = [self.prompt + list(beam.ids) + tokens for beam, (tokens, _) in zip(search.running, drafted)]
+        found = self.pool.logprobs(rows, [len(tokens) + 1 for tokens, _ in drafted])  # (n+1, V) each, one forward
         verify_s = self.clock() - t1
-        for parent, (beam, (proposal, tokens), lp) in enumerate(zip(search.running, drafted, found)):
+        for parent, (beam, (tokens, q), lp) in enumerate(zip(search.running, drafted, found)):
             n = greedy_accept(lp.argmax(dim=-1).tolist(), tokens).n_accepted  # speculative sampling, greedy
-            q = [float(proposal.q[i, t]) if proposal.q is not None else 1.0 for i, t in enumerate(tokens)]
             p = [math.exp(float(lp[i, t])) for i, t in enumerate(tokens)]
             chains.append([(beam.ids + tuple(tokens[:j + 1]), q[j], p[j]) for j in range(len(tokens))])
             gained = beam.score + sum(float(lp[i, tokens[i]]) for i in range(n))
@@ -173,6 +167,35 @@ class SpeculativeBeams:
         levels = [[chain[j] for chain in chains if len(chain) > j] for j in range(max(map(len, chains), default=0))]
         return RoundRecord([layer], ["branch"], levels, self.gamma, self.pool.forwards - before,
                            self._draft_forwards() - draft_before, Timing(draft_s, verify_s, other))
+
+    def _draft_chains(self, depths: list[int]) -> list[tuple[list[int], list[float]]]:
+        """Each running beam's greedy draft of its depth, cut after an end token (nothing after it is verified),
+        with q of each token. A draft with a ``row_scorer`` drafts every beam's next token in one forward a step;
+        any other proposes beam by beam."""
+        beams, eos = self.search.running, self.search.eos
+        if self.draft_rows is None:
+            chains = []
+            for beam, depth in zip(beams, depths):
+                proposal = self.drafter.propose(self.prompt + list(beam.ids), depth, GREEDY, self.rng, KEEP_DRAFTING) \
+                    if depth else None
+                tokens = list(proposal.tokens) if proposal is not None else []
+                q = [float(proposal.q[i, t]) if proposal.q is not None else 1.0 for i, t in enumerate(tokens)]
+                end = next((i for i, t in enumerate(tokens) if t in eos), len(tokens) - 1)
+                chains.append((tokens[: end + 1], q[: end + 1]))
+            return chains
+        chains = [([], []) for _ in beams]
+        for step in range(max(depths, default=0)):
+            live = [i for i, (tokens, _) in enumerate(chains)
+                    if step < depths[i] and not (tokens and tokens[-1] in eos)]
+            if not live:
+                break
+            rows = [self.prompt + list(beams[i].ids) + chains[i][0] for i in live]
+            found = self.draft_rows.logprobs(rows, [1] * len(live))
+            for i, lp in zip(live, found):
+                token = int(lp[0].argmax())  # greedy, as ``propose`` drafts; q: the softmax at temperature 1
+                chains[i][0].append(token)
+                chains[i][1].append(math.exp(float(lp[0, token])))
+        return chains
 
     def _draft_forwards(self) -> int:
         scored = self.draft_rows.forwards if self.draft_rows is not None else 0
