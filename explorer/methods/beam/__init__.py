@@ -23,7 +23,8 @@ et al., Appendix A.4). Greedy (a search, like ``generate(num_beams=k, do_sample=
 Beams are scored with the target's log-softmax at temperature 1. A round's beam rows run in one target
 forward through a KV cache that holds the trie of every beam's tokens (``engine.trie_cache.TrieCache``):
 only the nodes no earlier round ran are computed, each under tree attention (Hugging Face batches the k
-rows in one forward, recomputing none; a forward of one row per beam, as before, cost 2.3–3× the time).
+rows in one forward). A draft with a forward of its own scores its k beams a step the same way
+(``Drafter.row_scorer``). At k = 3 this made the search 3.6× faster than a forward per beam row.
 
 The trace: ``output_ids`` is the best finished beam, and its rounds are that beam's history, so every
 single-sequence invariant of a trace holds for it: round r emits the tokens the best beam's ancestor gained
