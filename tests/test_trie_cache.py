@@ -94,19 +94,20 @@ def draft_rows_agree(drafter, rows: list[list[int]]) -> None:
     found = scorer.logprobs(rows, [1] * len(rows))
     assert scorer.forwards == 1
     for row, lp in zip(rows, found):
+        drafter.runner.truncate(0)  # the whole row in one forward: a bf16 copy's one-token step rounds otherwise
         alone_q = drafter.runner.logits(row, 1).float().log_softmax(dim=-1)
         finite = torch.isfinite(alone_q)  # a draft that scores a shortlist: −inf elsewhere, in both
         assert torch.equal(finite, torch.isfinite(lp))
         torch.testing.assert_close(lp[finite], alone_q[finite], rtol=0, atol=1e-4)
 
 
-def test_a_model_draft_and_an_untrained_early_exit_score_their_beams_in_one_forward(tiny_target):
+def test_a_model_draft_an_untrained_early_exit_and_the_4_bit_copy_score_their_beams_in_one_forward(tiny_target):
     from explorer import methods
     from explorer.drafts import make_drafter
 
     methods.discover()  # the methods register their draft kinds (early-exit: EESD's)
     rows = [[5, 6, 7, 9], [5, 6, 8], [5, 6, 7, 10, 11]]
-    for spec in ("model:tiny-random:2", "early-exit:1:untrained"):
+    for spec in ("model:tiny-random:2", "early-exit:1:untrained", "int4"):
         draft_rows_agree(make_drafter(spec, tiny_target, explorer.load), rows)
 
 

@@ -24,6 +24,7 @@ from .lowbit import ShortlistHead
 from .fused_layer import FusedLlamaLayer
 from .forward import decoder_parts, run_layers
 from .switches import ThreadSwitch
+from .trie_cache import TrieCache
 
 
 class LowBitDecoder(torch.nn.Module):
@@ -58,6 +59,11 @@ class LowBitDecoder(torch.nn.Module):
         hidden = self.embed_tokens(input_ids).to(self.dtype)  # (1, T, H)
         out = run_layers(self, self.layers, hidden, cache.get_seq_length(), cache)
         return self.head(rms_norm(out[0, -n_logits:], *self.norm)).float()  # (n_logits, V)
+
+    def row_scorer(self, device: torch.device) -> TrieCache:
+        """The copy as a ``TrieCache``: several sequences' log-probabilities in one forward (beam's draft beams)."""
+        return TrieCache(self, [self.layers], lambda h: rms_norm(h, *self.norm), lambda x: self.head(x).float(), device,
+                         dtype=self.dtype)
 
     def whole_step(self) -> bool:
         """Whether a one-token forward runs in one call of ``engine.q4_vnni``'s step (every layer and the head)."""

@@ -30,10 +30,12 @@ class TrieCache:
     """``logprobs(rows, n_logits)`` as ``KVPool`` answers it, one forward a call, through ``stages``: lists of a
     Llama-style decoder's layers run one after another, each over a cache of its own (a model: its layers; an
     early-exit draft: the target's first layers, then its exit layer), then ``finish`` (the final norm) on each
-    new node, and ``head`` (states (n, H) -> logits (n, V)) on the positions asked for."""
+    new node, and ``head`` (states (n, H) -> logits (n, V)) on the positions asked for. Activations in ``dtype``
+    (the embedding's by default; a low-bit copy's: bfloat16)."""
 
-    def __init__(self, base, stages: list, finish, head, device: torch.device):
+    def __init__(self, base, stages: list, finish, head, device: torch.device, dtype: torch.dtype | None = None):
         self.base, self.stages, self.finish, self.head, self.device = base, stages, finish, head, device
+        self.dtype = dtype or base.embed_tokens.weight.dtype
         self.forwards = 0  # forwards run so far
         self._reset()
 
@@ -49,8 +51,8 @@ class TrieCache:
         self.parents: list[int] = []  # -1: a child of the root (the empty sequence)
         self.depths: list[int] = []  # a node's index in its sequence: its position id
         self.children: dict[int, dict[int, int]] = {-1: {}}  # position -> {token: child position}
-        weight = self.base.embed_tokens.weight
-        self.hidden = torch.empty(0, weight.shape[1], dtype=weight.dtype, device=self.device)  # (C, H)
+        size = self.base.embed_tokens.weight.shape[1]
+        self.hidden = torch.empty(0, size, dtype=self.dtype, device=self.device)  # (C, H)
 
     def logprobs(self, rows: list[list[int]], n_logits: list[int]) -> list[torch.Tensor]:
         """For each row, (n, V) log-probabilities after each of its last n positions."""
@@ -100,13 +102,12 @@ class TrieCache:
                     lines[parent] = torch.tensor(self._line(parent), dtype=torch.long)
                 seen[j, lines[parent]] = True
             seen[j, cached + j] = True
-        dtype = self.base.embed_tokens.weight.dtype
-        mask = torch.zeros(seen.shape, dtype=dtype).masked_fill(~seen, torch.finfo(dtype).min)[None, None]
+        mask = torch.zeros(seen.shape, dtype=self.dtype).masked_fill(~seen, torch.finfo(self.dtype).min)[None, None]
         ids = torch.tensor([self.tokens[cached:]], dtype=torch.long, device=self.device)  # (1, R)
         positions = torch.tensor([self.depths[cached:]], dtype=torch.long, device=self.device)  # (1, R)
         mask = mask.to(self.device)
         with torch.inference_mode():
-            hidden = self.base.embed_tokens(ids)  # (1, R, H)
+            hidden = self.base.embed_tokens(ids).to(self.dtype)  # (1, R, H)
             for layers, cache in zip(self.stages, self.caches):
                 hidden = run_layers(self.base, layers, hidden, cached, cache, mask=mask, position_ids=positions)
             self.hidden = torch.cat([self.hidden, self.finish(hidden[0])])

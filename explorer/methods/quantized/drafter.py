@@ -23,7 +23,7 @@ def _build(spec: str, argument: str, target, load_model) -> ForwardDrafter:
     copy = lowbit_copy(target, bits)
     prior = EXACT_INT4_AGREEMENT if copy.exact_weights else None
     return ForwardDrafter(bits, forward=copy.decoder, device=target.device, about=copy.about(),
-                          expected_acceptance=prior)
+                          expected_acceptance=prior, row_scorer=lambda: copy.decoder.row_scorer(target.device))
 
 
 register_kind(DraftKind(
