@@ -459,7 +459,7 @@ def test_beam_search_draws_its_tree_and_says_which_rule_is_exact(page):
     page.locator("#draft input").press("Enter")
     page.locator("#method input").click()
     page.get_by_role("option", name="beam", exact=True).click()
-    expect(page.locator("#draft input")).to_have_value("early-exit:4")  # the exact rule needs distributions
+    expect(page.locator("#draft input")).to_have_value("int4")  # the exact rule needs distributions: the 4-bit copy
     expect(page.locator("#status")).to_contain_text("the draft must give distributions")
     expect(page.locator("#gamma input")).to_be_enabled()  # γ: the draft's beam steps per round
     set_number(page, "max-new-tokens", 12)

@@ -168,7 +168,9 @@ register(Method(
     sweeps=(SWEEP,),
     drafts=lambda options: distribution_kinds() if options is None or options.rule == "exact"
     else distribution_kinds() + ("prompt-lookup",),
-    default_draft="early-exit:4",
+    # the target's own weights in 4 bits agree with it almost always, so the exact rule accepts 89 % of the draft's
+    # beam steps: 43.9 tok/s at k = 3 against 17.1 with early-exit:4 and 25.4 for Hugging Face's beam search
+    default_draft="int4",
     draft_words="Beam search's exact rule runs the draft's own beam search, so the draft must give distributions: "
                 "model:<name>, early-exit:N, int4 or int8 (the 004 rule also takes prompt-lookup:n).",
 ))
