@@ -130,10 +130,10 @@ def _prepare(shape: LayerShape) -> Callable | None:
                          f"delete {failed} to try again"
         return None
     start = time.perf_counter()
-    built = _BUILT_BESIDE.pop(shape, 0.0)  # built by ``build_missing`` with the others: its seconds
+    beside = _BUILT_BESIDE.pop(shape, None)  # the seconds its build took beside the others (``build_missing``)
+    built = beside is not None
     try:
-        if _build_once(shape, path):
-            built = time.perf_counter() - start
+        built = _build_once(shape, path) or built
         from torch._inductor import CompiledArtifact
 
         artifact = CompiledArtifact.load(path=str(path), format="binary")
@@ -148,8 +148,8 @@ def _prepare(shape: LayerShape) -> Callable | None:
             _remember_failure(path, reason)
         say(f"note: the decoder layer runs eagerly ({reason})")
         return None
-    seconds = time.perf_counter() - start
-    _STATUS[shape] = f"compiled now in {built + seconds:.1f} s" if built else f"compiled, loaded in {seconds:.1f} s"
+    seconds = time.perf_counter() - start + (beside or 0.0)
+    _STATUS[shape] = f"compiled now in {seconds:.1f} s" if built else f"compiled, loaded in {seconds:.1f} s"
     return step
 
 

@@ -62,8 +62,7 @@ class LowBitDecoder(torch.nn.Module):
 
     def row_scorer(self, device: torch.device) -> TrieCache:
         """The copy as a ``TrieCache``: several sequences' log-probabilities in one forward (beam's draft beams)."""
-        return TrieCache(self, [self.layers], lambda h: rms_norm(h, *self.norm), lambda x: self.head(x).float(), device,
-                         dtype=self.dtype)
+        return TrieCache(self, [self.layers], lambda h: rms_norm(h, *self.norm), self.head, device, dtype=self.dtype)
 
     def whole_step(self) -> bool:
         """Whether a one-token forward runs in one call of ``engine.q4_vnni``'s step (every layer and the head)."""
