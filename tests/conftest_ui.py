@@ -133,6 +133,25 @@ def open_tab(page, name: str) -> None:
     expect(page.locator(f"#tab-{name}")).to_be_visible()
 
 
+def downloaded_text(page, selector: str) -> str:
+    """What clicking the download button ``selector`` offers: the click must start a download, and its link
+    must serve the file, which is read over HTTP. Not through Chromium's copy on disk: in one CI run every
+    download of a module's browser ended "canceled" (the DevTools protocol reports any interrupted download
+    so: a failure of the test browser's temporary folder) while the links answered, and the page's part is
+    the link."""
+    import urllib.request
+    import warnings
+
+    with page.expect_download() as info:
+        page.click(selector)
+    with urllib.request.urlopen(info.value.url, timeout=30) as answer:
+        text = answer.read().decode("utf-8")
+    failure = info.value.failure()  # kept in the log, to learn what ends Chromium's copy where it fails
+    if failure:
+        warnings.warn(f"Chromium's own copy of {selector}'s download ended: {failure}", stacklevel=2)
+    return text
+
+
 def upload_trace(page, path) -> None:
     """Replay a trace file through the Traces tab's upload button (the page returns to Watch)."""
     open_tab(page, "traces")

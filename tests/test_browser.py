@@ -10,11 +10,10 @@ import json
 import re
 import time
 import warnings
-from pathlib import Path
 
 import pytest
-from conftest_ui import (ARTIFACTS, CHROMIUM, DECODE_TIMEOUT_MS, PLAIN_RUN, choose_plain_run, figure_text_problems,
-                         open_app, open_tab, set_number, upload_trace, wait_compared, wait_status)
+from conftest_ui import (ARTIFACTS, CHROMIUM, DECODE_TIMEOUT_MS, PLAIN_RUN, choose_plain_run, downloaded_text,
+                         figure_text_problems, open_app, open_tab, set_number, upload_trace, wait_compared, wait_status)
 from helpers import DATA, make_trace
 
 import explorer
@@ -34,10 +33,9 @@ def download_trace(page):
     """The current trace, through the Traces tab's download button (the page returns to Watch)."""
     open_tab(page, "traces")
     expect(page.locator("#trace-download")).to_be_enabled()
-    with page.expect_download() as info:
-        page.click("#trace-download")
+    text = downloaded_text(page, "#trace-download")
     open_tab(page, "watch")
-    return explorer.load_trace(Path(info.value.path()).read_text())
+    return explorer.load_trace(text)
 
 
 def expect_method_view(page, name: str) -> None:
@@ -276,9 +274,7 @@ def test_a_race_runs_live_and_lands_in_compare(page):
     lane = race.DEFAULT_LANES[0]  # lane 2 as the page offers it (lanes 3 and 4 emptied above)
     expect(page.locator("#compare-table")).to_contain_text(lane)
     expect(page.locator("#compare-plot")).to_contain_text("1 prompt × 1 repeat")
-    with page.expect_download() as info:
-        page.click("#race-download")
-    report = json.loads(Path(info.value.path()).read_text())
+    report = json.loads(downloaded_text(page, "#race-download"))
     assert [r["system"] for r in report["rows"]] == ["ar", lane]
     assert report["rows"][1]["identical_to_ar"] is True
     page.locator("#race").screenshot(path=str(ARTIFACTS / "browser-race.png"))
