@@ -34,6 +34,7 @@ from . import machine
 from .errors import ExplorerError
 from .pace import PACE_TOLERANCE, probe_ms
 from .ratios import shares_doubt, verify_ratio_doubt
+from .theory import share_of_the_draft_alone
 from .engine import compiled, fast
 from .engine.cache import CachedForward
 from .engine.forward import full_forward
@@ -220,9 +221,9 @@ def dispatch_cost(target, repeats: int = 200) -> tuple[float, float]:
     return per_layer, one - per_layer
 
 
-def report(target, sizes=(1, 2, 3, 4, 5, 8, 16), context: int = 128, repeats: int = 15) -> str:
+def report(target, sizes=(1, 2, 3, 4, 5, 8, 16), context: int = 128, repeats: int = 15, draft: str | None = None) -> str:
     """The machine, the kernel choice, the compiled layer's state, T(n) per forward and the split of one
-    forward, as markdown."""
+    forward, as markdown; with ``draft``, its step against its bytes and what keeping the text costs it at best."""
     dtype = str(target.dtype).replace("torch.", "")
     fast.fast_view(target.model)  # the kernel choice and the compiled layer, made or loaded before timing
     choice = fast.kernel_choice(target.model)
@@ -246,6 +247,10 @@ def report(target, sizes=(1, 2, 3, 4, 5, 8, 16), context: int = 128, repeats: in
         alone = per_layer * layers + per_forward
         t1 = costs[next(iter(costs))][sizes[0]] * 1e3 if sizes[0] == 1 else None
         lines += ["", dispatch_words(per_layer, per_forward, layers, t1)]
+    if draft:
+        step = draft_step(target, draft, context, repeats)
+        ceiling = ceiling_words(step, list(costs.values())[-1])  # the last forward is the one decoding uses
+        lines += ["", draft_words(draft, step)] + (["", ceiling] if ceiling else [])
     return "\n".join(lines)
 
 
@@ -283,7 +288,7 @@ def draft_step(target, spec: str, context: int = 128, repeats: int = 15) -> dict
                 if n:  # the first is a warm-up
                     times[way].append(time.perf_counter() - start)
     return {**{way: statistics.median(t) for way, t in times.items()}, "bytes": float(forward.weight_bytes()),
-            "bandwidth": machine.read_bandwidth()}
+            "bandwidth": machine.read_bandwidth(), "alpha": drafter.expected_acceptance}
 
 
 def draft_words(spec: str, step: dict[str, float]) -> str:
@@ -301,6 +306,38 @@ def draft_words(spec: str, step: dict[str, float]) -> str:
         layers = step["layers_s"]
         ratio = f", {layers / floor:.2f}× its bytes" if layers >= floor else ""  # no ratio that cannot be
         said += f" (every layer and the head in one call; the layers one by one: {layers * 1e3:.2f} ms{ratio})"
+    return said + "."
+
+
+def ceiling_words(step: dict, t_of_n: dict[int, float]) -> str | None:
+    """What keeping the target's text costs this draft at best (#49): its step against T(n) of the forward decoding
+    uses, each measured n ≥ 2 read as a round of γ = n − 1 drafts (``theory.share_of_the_draft_alone``), for a
+    draft always right and at the draft's expected agreement. None where it cannot be said: no n ≥ 2 measured, a
+    step dearer than a target step (such a draft does not pay), or T(n)/T(1) the bounds refuse."""
+    t1 = t_of_n.get(1)
+    sizes = [n for n in sorted(t_of_n) if n >= 2 and t1 and not verify_ratio_doubt(t_of_n[n] / t1, n)]
+    if not sizes or step["step_s"] >= t1:
+        return None
+    c = step["step_s"] / t1
+
+    def best(alpha: float) -> tuple[int, float]:
+        shares = {n: float(share_of_the_draft_alone(alpha, n - 1, c, t_of_n[n] / t1)) for n in sizes}
+        n = max(shares, key=shares.get)
+        return n, shares[n]
+
+    n, top = best(1.0)
+    said = (f"Kept lossless, this draft keeps at most {top:.0%} of its own speed alone here: even always right, a "
+            f"round of {n - 1} drafts ({step['step_s'] * 1e3:.2f} ms each) ends in a target forward of {n} rows "
+            f"(T({n}) = {t_of_n[n] * 1e3:.1f} ms), the best of the n measured")
+    if len(sizes) >= 2:  # longer rounds tend to a step against each further row's cost, where rows cost alike
+        a, b = sizes[-2:]
+        row = (t_of_n[b] - t_of_n[a]) / (b - a)
+        if row > 0:
+            said += (f"; longer rounds tend to {step['step_s'] / (step['step_s'] + row):.0%} (a step against "
+                     f"{row * 1e3:.2f} ms a further row, from T({a}) to T({b}))")
+    if step.get("alpha"):
+        n, share = best(step["alpha"])
+        said += f"; at its expected agreement (α = {step['alpha']:.3f}) {share:.0%}, at γ = {n - 1}"
     return said + "."
 
 

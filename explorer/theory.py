@@ -3,6 +3,7 @@
 Leviathan et al. 2023 ("Fast Inference from Transformers via Speculative Decoding", section 3):
     expected tokens per round        E[tokens] = (1 − α^(γ+1)) / (1 − α)
     wall-time improvement (Thm 3.8)  (1 − α^(γ+1)) / ((1 − α)(γc + 1))
+    against the draft alone          Thm 3.8 × c, verification priced by T(γ+1)/T(1) (``share_of_the_draft_alone``)
     arithmetic operations (Thm 3.11) (1 − α)(γĉ + γ + 1) / (1 − α^(γ+1))
     optimal γ                        argmax over integers of Thm 3.8
     a draft chain (section 7)        Thm 3.8 at the draft's own c divided by its own Thm 3.8 (``chain_speedup``)
@@ -64,6 +65,14 @@ def speedup_with_verify_cost(alpha, gamma, c, verify_ratio):
     """
     gamma = np.asarray(gamma, dtype=float)
     return expected_tokens(alpha, gamma) / (gamma * np.asarray(c, dtype=float) + np.asarray(verify_ratio, dtype=float))
+
+
+def share_of_the_draft_alone(alpha, gamma, c, verify_ratio):
+    """Lossless decoding's speed as a share of its draft decoding alone (lossy): Theorem 3.8 with verification
+    priced as measured, times c, since the draft alone emits one token per step of c target steps:
+    E[tokens] · c / (γc + T(γ+1)/T(1)). At α = 1 (a draft that is always right) it is (γ + 1)c / (γc + T(γ+1)/T(1)),
+    the most any draft of this step's cost can keep of its own speed while the target checks every token."""
+    return np.asarray(c, dtype=float) * speedup_with_verify_cost(alpha, gamma, c, verify_ratio)
 
 
 def speedup_curve(alpha: float, c: float, gamma, verify_ratio=None):

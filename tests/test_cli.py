@@ -126,6 +126,22 @@ def test_profile_refuses_a_draft_with_no_step_of_its_own_in_one_line(tiny_target
             draft_step(tiny_target, spec)
 
 
+def test_profile_says_how_much_of_the_drafts_own_speed_lossless_decoding_keeps_at_best():
+    """#49's "≥ 0.9× the copy alone", priced with one Xeon's figures (2 cores; the copy's step 6.24 ms; T(1), T(8),
+    T(64) of the compiled fp32 target 33.1, 48.5, 137.9 ms): even a draft always right keeps 64 × 6.24 / (63 × 6.24 +
+    137.9) = 75 % of its speed, longer rounds at most 6.24 / (6.24 + 1.60) = 80 % (T(8) to T(64): 1.60 ms a row)."""
+    from explorer.profile import ceiling_words
+
+    t_of_n = {1: 0.0331, 8: 0.0485, 64: 0.1379}
+    said = ceiling_words({"step_s": 0.00624, "alpha": 0.988}, t_of_n)
+    assert "keeps at most 75% of its own speed" in said and "T(64) = 137.9 ms" in said, said
+    assert "longer rounds tend to 80% (a step against 1.60 ms a further row, from T(8) to T(64))" in said, said
+    assert "(α = 0.988) 53%, at γ = 63" in said, said  # E = (1 − 0.988⁶⁴)/0.012 = 44.9 tokens a round
+    assert ceiling_words({"step_s": 0.04, "alpha": None}, t_of_n) is None  # a step dearer than the target's: no pay
+    assert ceiling_words({"step_s": 0.00624}, {1: 0.0331}) is None  # no round of drafts measured
+    assert ceiling_words({"step_s": 0.00624}, {1: 0.0331, 8: 0.02}) is None  # T(8) < T(1): no forward costs that
+
+
 def test_a_draft_step_faster_than_its_bytes_prints_no_ratio():
     """A busy spell between the step's timing and the bandwidth's can make the step read faster than memory allows:
     no "0.40× its bytes" is printed as fact (the honesty rule of #48)."""

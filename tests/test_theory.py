@@ -25,6 +25,15 @@ def test_an_improvement_exists_iff_alpha_exceeds_c():
     assert theory.speedup(0.3, gammas, 0.4).max() < 1
 
 
+def test_the_share_of_the_draft_alone_is_theorem_3_8_times_c():
+    # always right, verification like one step: γ + 1 tokens per γ steps and one target step, against one token a step
+    assert theory.share_of_the_draft_alone(1.0, 4, 0.2, 1.0) == pytest.approx(5 * 0.2 / (4 * 0.2 + 1))
+    assert theory.share_of_the_draft_alone(0.7, 3, 0.1, 1.0) == pytest.approx(0.1 * theory.speedup(0.7, 3, 0.1))
+    # a free verification keeps all of an always-right draft's speed, and a dearer one keeps less
+    assert theory.share_of_the_draft_alone(1.0, 8, 0.2, 0.0) == pytest.approx(9 / 8)
+    assert theory.share_of_the_draft_alone(1.0, 8, 0.2, 2.0) < theory.share_of_the_draft_alone(1.0, 8, 0.2, 1.0)
+
+
 def test_operations_factor_theorem_3_11():
     assert theory.operations_factor(0.0, 3, 0.1) == pytest.approx(3 * 0.1 + 3 + 1)
     assert theory.operations_factor(1.0, 3, 0.0) == pytest.approx(1.0)

@@ -18,7 +18,8 @@ def add_parser(sub) -> None:
     profile.add_argument("--repeats", type=int, default=15)
     profile.add_argument("--device", help="cpu | cuda (default: cuda when present)")
     profile.add_argument("--draft", help="also weigh one step of this low-bit draft (int4 or int8) against the "
-                         "bytes it reads at this machine's measured bandwidth")
+                         "bytes it reads at this machine's measured bandwidth, and against T(n): how much of its "
+                         "own speed lossless decoding keeps at best")
     add_dtype(profile)
     profile.set_defaults(handler=handle)
 
@@ -36,9 +37,5 @@ def handle(args) -> int:
     if not 1 <= args.context <= 4096 or not 1 <= args.repeats <= 1000:
         raise ExplorerError("--context must be 1..4096 and --repeats 1..1000")
     target = load(args.model, device=args.device, dtype=args.dtype)
-    print(report(target, sizes, args.context, args.repeats))
-    if args.draft:
-        from ..profile import draft_step, draft_words
-
-        print("\n" + draft_words(args.draft, draft_step(target, args.draft, args.context, args.repeats)))
+    print(report(target, sizes, args.context, args.repeats, args.draft))
     return 0
