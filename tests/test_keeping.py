@@ -50,6 +50,24 @@ def test_the_view_puts_the_three_runs_side_by_side_in_words_from_their_numbers(t
     assert f"all {len(plain.output_ids)} tokens, identical" in shown  # drafting keeps the target's text
 
 
+def test_it_says_where_keeping_the_text_goes_from_the_runs_own_clock(three):
+    """#49: 4 target passes took 0.24 s, and 3 refused drafts cost 3 of the 40 steps of 7 ms (0.02 s): the checking,
+    not the copy's mistakes, is the cost; the other way round when refusals cost more."""
+    drafting, alone, plain = three
+
+    def timed(verify_s, accepted):
+        summary = dataclasses.replace(drafting.summary, draft_forwards=40, draft_s=0.28, target_forwards=4,
+                                      verify_s=verify_s, drafted=44, accepted=accepted, wall_s=0.6,
+                                      tokens_per_s=45.0, tokens_per_target_forward=(accepted + 4) / 4)
+        return dataclasses.replace(drafting, pace_ms=(1.6, 1.6, 1.7), summary=summary)
+
+    words = keeping_words(Keeping(timed(0.24, 41), paced(alone, 90.0), paced(plain, 30.0)))
+    assert ("Where it goes: of the run's 0.60 s, the target's 4 passes took 0.24 s and the 3 drafts it refused had "
+            "cost the copy 0.02 s: checking every token, not the copy's mistakes, is what keeping the text costs.") in words
+    words = keeping_words(Keeping(timed(0.01, 4), paced(alone, 90.0), paced(plain, 30.0)))
+    assert "the 40 drafts it refused had cost the copy 0.28 s: the copy's refused drafts cost more" in words, words
+
+
 def test_a_ratio_timed_at_another_pace_is_withheld_and_said(three):
     drafting, alone, plain = three
     k = Keeping(paced(drafting, 60.0, (6.0, 6.2, 5.9)), paced(alone, 90.0), paced(plain, 30.0))

@@ -139,7 +139,21 @@ def keeping_words(k: Keeping) -> str:
     cost = (f"Keeping the target's text cost {1 - drafting / alone:.0%} of the copy's speed: alone, the "
             f"{copy_bits(k.drafting)} copy ran ×{alone:.2f} plain decoding and {lost}; drafting for the target it ran "
             f"×{drafting:.2f} and every token is the target's.")
-    return f"{cost} Drafting keeps {drafting / alone:.0%} of the copy's speed: {passes}."
+    return f"{cost} Drafting keeps {drafting / alone:.0%} of the copy's speed: {passes}.{_where_it_goes(s)}"
+
+
+def _where_it_goes(s) -> str:
+    """Where keeping the text goes, from the drafting run's own clock: the target's passes (one a round, over the
+    whole draft) against the copy's steps spent on drafts the target refused. Nothing where the run timed no step."""
+    if not (s.draft_forwards and s.target_forwards and s.draft_s > 0 and s.verify_s > 0 and s.wall_s > 0):
+        return ""
+    refused = s.drafted - s.accepted
+    wasted = refused * s.draft_s / s.draft_forwards
+    cause = ("checking every token, not the copy's mistakes, is what keeping the text costs" if s.verify_s >= wasted
+             else "the copy's refused drafts cost more than the checking")
+    return (f" Where it goes: of the run's {s.wall_s:.2f} s, the target's {plural(s.target_forwards, 'pass', 'passes')} "
+            f"took {s.verify_s:.2f} s and the {plural(refused, 'draft')} it refused had cost the copy {wasted:.2f} s: "
+            f"{cause}.")
 
 
 def _departs(k: Keeping) -> str:
