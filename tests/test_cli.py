@@ -102,6 +102,17 @@ def test_race_prints_each_lanes_speedup_and_writes_the_report(tmp_path):
     assert "identical" in out.stdout
     report = json.loads(path.read_text())
     assert [r["system"] for r in report["rows"]] == ["ar", "speculative:model:tiny-random:2:1"]
+    assert "keeping the target's text" not in out.stdout.lower()  # said only where the copy ran both ways
+
+
+def test_a_race_of_the_copy_drafting_and_alone_says_what_keeping_the_text_costs():
+    out = cli("race", "--model", "tiny-random:1", "--prompt", "the cat", "--lane", "quantized", "--lane",
+              "quantized:alone", "--max-new-tokens", "12")
+    assert out.returncode == 0, out.stderr
+    said = out.stdout.splitlines()[-1]
+    # the page's words, or why they were not weighed (a tiny model's lanes take milliseconds: the pace may move)
+    assert re.search(r"^  (Keeping the target's text cost|Not weighed against plain decoding)", said), out.stdout
+    assert "passes" in said or "pass " in said, said
 
 
 def test_profile_weighs_a_draft_step_against_its_bytes_at_the_measured_bandwidth():

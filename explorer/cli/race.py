@@ -50,8 +50,9 @@ def handle(args) -> int:
     ratios: dict[str, list[float]] = {}
     report = None
     for name, text in prompts:
-        report = race.race_report(race.run(race.start(args.model, text, lanes, temperature=args.temperature,
-                                                      max_new_tokens=args.max_new_tokens, dtype=args.dtype)))
+        raced = race.run(race.start(args.model, text, lanes, temperature=args.temperature,
+                                    max_new_tokens=args.max_new_tokens, dtype=args.dtype))
+        report = race.race_report(raced)
         cells = []
         for row in report["rows"][1:]:
             same = {True: ", identical", False: ", differs", None: ""}[row["identical_to_ar"]]
@@ -64,9 +65,22 @@ def handle(args) -> int:
             ratios.setdefault(row["system"], []).append(row["speedup_vs_ar"])
             cells.append(f"{row['system']} ×{row['speedup_vs_ar']:.2f}{same}")
         print(f"{name}: ar {report['rows'][0]['tokens_per_s']:.1f} tok/s · " + " · ".join(cells), flush=True)
+        keeping = _keeping(raced)
+        if keeping:
+            print(f"  {keeping}", flush=True)
     if len(prompts) > 1:
         print("median × plain decoding (of the races whose ratio stands): "
               + " · ".join(f"{k} ×{statistics.median(v):.2f}" for k, v in ratios.items()))
     if args.out:
         write_report(report, args.out)
     return 0
+
+
+def _keeping(lanes) -> str | None:
+    """The page's "what keeping the text costs", where the race ran the 4-bit copy both drafting and alone."""
+    from ..viz.keeping import Keeping, keeping_words
+
+    traces = {lane.system.name: lane.decoding.trace() for lane in lanes}
+    if "quantized" not in traces or "quantized:alone" not in traces:
+        return None
+    return keeping_words(Keeping(traces["quantized"], traces["quantized:alone"], lanes[0].decoding.trace()))

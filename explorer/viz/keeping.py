@@ -151,9 +151,10 @@ def _where_it_goes(s) -> str:
     wasted = refused * s.draft_s / s.draft_forwards
     cause = ("checking every token, not the copy's mistakes, is what keeping the text costs" if s.verify_s >= wasted
              else "the copy's refused drafts cost more than the checking")
+    refusals = (f"the {plural(refused, 'draft')} it refused had cost the copy {wasted:.2f} s" if refused else
+                "it refused none of the copy's drafts")
     return (f" Where it goes: of the run's {s.wall_s:.2f} s, the target's {plural(s.target_forwards, 'pass', 'passes')} "
-            f"took {s.verify_s:.2f} s and the {plural(refused, 'draft')} it refused had cost the copy {wasted:.2f} s: "
-            f"{cause}.")
+            f"took {s.verify_s:.2f} s and {refusals}: {cause}.")
 
 
 def _departs(k: Keeping) -> str:
