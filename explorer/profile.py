@@ -21,6 +21,7 @@ probed before every pass over the sizes, and a table measured while it moved say
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import re
 import statistics
@@ -257,8 +258,9 @@ def report(target, sizes=(1, 2, 3, 4, 5, 8, 16), context: int = 128, repeats: in
 def draft_step(target, spec: str, context: int = 128, repeats: int = 15) -> dict[str, float]:
     """One step of the draft ``spec`` against its bytes (#49): the median seconds of a one-row step after ``context``
     cached tokens, the bytes the step reads as its forward declares them (``weight_bytes``: the low-bit copies'
-    packed codes, scales and head), and this machine's read bandwidth measured now (``machine.read_bandwidth``): a
-    step cannot be faster than bytes / bandwidth. A draft that declares no bytes is refused in one line (counting a
+    packed codes, scales and head), and the rate this machine reads as many bytes again and again, measured now
+    (``machine.read_bandwidth`` at the step's size: from memory where they outgrow the cache, from the cache where they
+    fit, as the steps then read them): a step cannot be faster than bytes / that rate. A draft that declares no bytes is refused in one line (counting a
     model's parameters would be wrong for an early exit, which runs some of the target's layers)."""
     from .drafts import make_drafter
     from .methods import discover
@@ -288,7 +290,8 @@ def draft_step(target, spec: str, context: int = 128, repeats: int = 15) -> dict
                 if n:  # the first is a warm-up
                     times[way].append(time.perf_counter() - start)
     return {**{way: statistics.median(t) for way, t in times.items()}, "bytes": float(forward.weight_bytes()),
-            "bandwidth": machine.read_bandwidth(), "alpha": drafter.expected_acceptance}
+            "bandwidth": machine.read_bandwidth(max(1, math.ceil(forward.weight_bytes() / 2**20))),
+            "alpha": drafter.expected_acceptance}
 
 
 def draft_words(spec: str, step: dict[str, float]) -> str:
@@ -296,8 +299,9 @@ def draft_words(spec: str, step: dict[str, float]) -> str:
     faster than its floor cannot be (the machine's load changed between the two timings), and says so instead."""
     floor = step["bytes"] / step["bandwidth"]
     size = f"{step['bytes'] / 1e6:.1f} MB" if step["bytes"] >= 1e5 else f"{step['bytes'] / 1e3:.1f} kB"
-    said = (f"Draft {spec}: one step {step['step_s'] * 1e3:.2f} ms (median); it reads {size}, which this machine's "
-            f"measured read bandwidth ({step['bandwidth'] / 1e9:.1f} GB/s, now) reads in {floor * 1e3:.2f} ms")
+    said = (f"Draft {spec}: one step {step['step_s'] * 1e3:.2f} ms (median); it reads {size}, which this machine, "
+            f"reading as many bytes again and again ({step['bandwidth'] / 1e9:.1f} GB/s, now), reads in "
+            f"{floor * 1e3:.2f} ms")
     if step["step_s"] < floor:
         return (f"{said}: a step faster than reading its bytes cannot be (the machine's load changed between the two "
                 "timings), so no ratio is shown; rerun on a quiet machine.")

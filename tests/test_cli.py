@@ -122,7 +122,7 @@ def test_profile_weighs_a_draft_step_against_its_bytes_at_the_measured_bandwidth
     assert out.returncode == 0, out.stderr
     line = next(line for line in out.stdout.splitlines() if line.startswith("Draft int8: one step "))
     step, size, bandwidth, floor, ratio = (float(x) for x in re.findall(
-        r"one step ([\d.]+) ms .* reads ([\d.]+) kB, .*bandwidth \(([\d.]+) GB/s, now\) reads in ([\d.]+) ms: "
+        r"one step ([\d.]+) ms .* reads ([\d.]+) kB, .*again and again \(([\d.]+) GB/s, now\), reads in ([\d.]+) ms: "
         r"the step is ([\d.]+)× its bytes", line)[0])
     assert step > 0 and size > 0 and bandwidth > 0.1
     assert abs(ratio - step / max(floor, 1e-9)) / ratio < 0.05 or floor == 0.0
