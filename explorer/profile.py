@@ -222,7 +222,8 @@ def dispatch_cost(target, repeats: int = 200) -> tuple[float, float]:
     return per_layer, one - per_layer
 
 
-def report(target, sizes=(1, 2, 3, 4, 5, 8, 16), context: int = 128, repeats: int = 15, draft: str | None = None) -> str:
+def report(target, sizes=(1, 2, 3, 4, 5, 8, 16), context: int = 128, repeats: int = 15,
+           draft: str | None = None) -> str:
     """The machine, the kernel choice, the compiled layer's state, T(n) per forward and the split of one
     forward, as markdown; with ``draft``, its step against its bytes and what keeping the text costs it at best."""
     dtype = str(target.dtype).replace("torch.", "")
@@ -259,9 +260,10 @@ def draft_step(target, spec: str, context: int = 128, repeats: int = 15) -> dict
     """One step of the draft ``spec`` against its bytes (#49): the median seconds of a one-row step after ``context``
     cached tokens, the bytes the step reads as its forward declares them (``weight_bytes``: the low-bit copies'
     packed codes, scales and head), and the rate this machine reads as many bytes again and again, measured now
-    (``machine.read_bandwidth`` at the step's size: from memory where they outgrow the cache, from the cache where they
-    fit, as the steps then read them): a step cannot be faster than bytes / that rate. A draft that declares no bytes is refused in one line (counting a
-    model's parameters would be wrong for an early exit, which runs some of the target's layers)."""
+    (``machine.read_bandwidth`` at the step's size: from memory where they outgrow the cache, from the cache where
+    they fit, as the steps then read them): a step cannot be faster than bytes / that rate. A draft that declares no
+    bytes is refused in one line (counting a model's parameters would be wrong for an early exit, which runs some of
+    the target's layers)."""
     from .drafts import make_drafter
     from .methods import discover
     from .models import load
@@ -289,9 +291,9 @@ def draft_step(target, spec: str, context: int = 128, repeats: int = 15) -> dict
                 runner.logits(ids[: context + n + 1], 1)
                 if n:  # the first is a warm-up
                     times[way].append(time.perf_counter() - start)
-    return {**{way: statistics.median(t) for way, t in times.items()}, "bytes": float(forward.weight_bytes()),
-            "bandwidth": machine.read_bandwidth(max(1, math.ceil(forward.weight_bytes() / 2**20))),
-            "alpha": drafter.expected_acceptance}
+    size = float(forward.weight_bytes())
+    return {**{way: statistics.median(t) for way, t in times.items()}, "bytes": size,
+            "bandwidth": machine.read_bandwidth(max(1, math.ceil(size / 2**20))), "alpha": drafter.expected_acceptance}
 
 
 def draft_words(spec: str, step: dict[str, float]) -> str:

@@ -70,8 +70,9 @@ def speedup_with_verify_cost(alpha, gamma, c, verify_ratio):
 def share_of_the_draft_alone(alpha, gamma, c, verify_ratio):
     """Lossless decoding's speed as a share of its draft decoding alone (lossy): Theorem 3.8 with verification
     priced as measured, times c, since the draft alone emits one token per step of c target steps:
-    E[tokens] · c / (γc + T(γ+1)/T(1)). At α = 1 (a draft that is always right) it is (γ + 1)c / (γc + T(γ+1)/T(1)),
-    the most any draft of this step's cost can keep of its own speed while the target checks every token."""
+    E[tokens] · c / (γc + T(γ+1)/T(1)). At α = 1 (a draft that is always right) it is
+    (γ + 1)c / (γc + T(γ+1)/T(1)), the most any draft of this step's cost can keep of its own speed while the target
+    checks every token."""
     return np.asarray(c, dtype=float) * speedup_with_verify_cost(alpha, gamma, c, verify_ratio)
 
 

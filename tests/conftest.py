@@ -183,7 +183,7 @@ def the_machine_to_itself(request, tmp_path_factory):
             for fixture in request.fixturenames:
                 if fixture not in ("request", "the_machine_to_itself"):
                     request.getfixturevalue(fixture)
-            fcntl.flock(lock, fcntl.LOCK_UN)  # never held while waiting at the turnstile: two quiet tests would deadlock
+            fcntl.flock(lock, fcntl.LOCK_UN)  # never held at the turnstile: two quiet tests would deadlock
             fcntl.flock(turnstile, fcntl.LOCK_EX)
             fcntl.flock(lock, fcntl.LOCK_EX)
             fcntl.flock(turnstile, fcntl.LOCK_UN)

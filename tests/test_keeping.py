@@ -63,7 +63,8 @@ def test_it_says_where_keeping_the_text_goes_from_the_runs_own_clock(three):
 
     words = keeping_words(Keeping(timed(0.24, 41), paced(alone, 90.0), paced(plain, 30.0)))
     assert ("Where it goes: of the run's 0.60 s, the target's 4 passes took 0.24 s and the 3 drafts it refused had "
-            "cost the copy 0.02 s: checking every token, not the copy's mistakes, is what keeping the text costs.") in words
+            "cost the copy 0.02 s: checking every token, not the copy's mistakes, is what keeping the text costs."
+            ) in words
     assert "took 0.24 s and it refused none of the copy's drafts: checking" in keeping_words(
         Keeping(timed(0.24, 44), paced(alone, 90.0), paced(plain, 30.0)))
     words = keeping_words(Keeping(timed(0.01, 4), paced(alone, 90.0), paced(plain, 30.0)))

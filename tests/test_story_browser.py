@@ -89,7 +89,8 @@ def test_the_first_run_tells_what_keeping_the_text_costs(tab, url):
         assert re.search(r"kept \d+% of the target's tokens; its text departs at token \d+|kept all 32 tokens", text), text
         assert "taking turns on the CPU" in text and "How it was timed" in text
         if "Drafting keeps" in text:  # both ratios weighed: where the rest went, from the run's own clock (#49)
-            assert re.search(r"Where it goes: of the run's [\d.]+ s, the target's \d+ pass(es)? took [\d.]+ s", text), text
+            said = r"Where it goes: of the run's [\d.]+ s, the target's \d+ pass(es)? took [\d.]+ s"
+            assert re.search(said, text), text
         shown_ratios_are_possible(page)
         why = page.inner_text("#why-speed")
         assert "What decided it:" in why and "drafted tokens accepted" in why

@@ -153,8 +153,9 @@ def _where_it_goes(s) -> str:
              else "the copy's refused drafts cost more than the checking")
     refusals = (f"the {plural(refused, 'draft')} it refused had cost the copy {wasted:.2f} s" if refused else
                 "it refused none of the copy's drafts")
-    return (f" Where it goes: of the run's {s.wall_s:.2f} s, the target's {plural(s.target_forwards, 'pass', 'passes')} "
-            f"took {s.verify_s:.2f} s and {refusals}: {cause}.")
+    passes = plural(s.target_forwards, "pass", "passes")
+    return (f" Where it goes: of the run's {s.wall_s:.2f} s, the target's {passes} took {s.verify_s:.2f} s and "
+            f"{refusals}: {cause}.")
 
 
 def _departs(k: Keeping) -> str:
