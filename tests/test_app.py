@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 from conftest_ui import free_port, served_app
-from gradio_client import Client
 
 import explorer
 from explorer.tools import soak_adversarial
 from explorer.tools.soak_adversarial import PRIVATE
+from explorer.tools.soak_clients import page_client
 
 ROOT = Path(__file__).resolve().parent.parent
 CONTRACT_IDS = ["prompt", "run", "stop", "round-slider", "tokens", "round-detail", "latency-plot", "theory-plot",
@@ -31,7 +31,7 @@ def served():
 
 @pytest.fixture(scope="module")
 def client(served):
-    return Client(served[1], verbose=False)
+    return page_client(served[1])
 
 
 def test_decode_is_the_one_mcp_tool_with_documented_typed_parameters(served):
@@ -89,7 +89,7 @@ def test_two_mcp_callers_never_see_each_others_text(served):
 def test_an_api_client_drafts_from_its_own_outputs_only(served):
     """A gradio_client session keeps its own suffix history (its second call drafts from its first), and
     another client's session sees none of it."""
-    mine, other = Client(served[1], verbose=False), Client(served[1], verbose=False)
+    mine, other = page_client(served[1]), page_client(served[1])
     args = (SECRET, "suffix", "", 4, 0.0, 24, 0, "tiny-random:52")
     first = explorer.load_trace(mine.predict(*args, api_name="/decode"))
     again = explorer.load_trace(mine.predict(*args, api_name="/decode"))
@@ -109,11 +109,12 @@ def test_one_token_api_calls_do_not_evict_a_visitors_outputs(served, monkeypatch
     fp = fingerprint(explorer.api.load_cached("tiny-random:52", None, None).model)
     HISTORY.add(fp, "a-visitors-page", [5, 6, 7])  # what the page's run keeps for its session
     for _ in range(6):
-        Client(served[1], verbose=False).predict("abc", "suffix", "", 4, 0.0, 1, 0, "tiny-random:52", api_name="/decode")
+        page_client(served[1]).predict("abc", "suffix", "", 4, 0.0, 1, 0, "tiny-random:52", api_name="/decode")
     assert HISTORY.corpus(fp, "a-visitors-page", -1).tolist() == [5, 6, 7, -1]
 
 
 def test_decode_returns_a_trace_that_loads(client):
+    assert client.ssl_verify is False  # the page at http://127.0.0.1 has no certificate to check (``page_client``)
     out = client.predict("the quick brown fox", "speculative", "model:tiny-random:2:1", 3, 1.0, 24, 5, "tiny-random:1",
                          api_name="/decode")
     trace = explorer.load_trace(out)
@@ -156,7 +157,7 @@ def test_an_unknown_hub_model_fails_fast_offline(client):
 
 def test_three_clients_decode_at_once(served):
     def job(seed):
-        c = Client(served[1], verbose=False)
+        c = page_client(served[1])
         return explorer.load_trace(c.predict("abc", "speculative", "model:tiny-random:2:1", 4, 1.0, 16, seed,
                                              "tiny-random:1", api_name="/decode"))
 

@@ -8,18 +8,18 @@ import time
 
 import pytest
 from conftest_ui import busy_seconds, served_app
-from gradio_client import Client
 
 import explorer
 from explorer import sweep
 from explorer.errors import ExplorerError
+from explorer.tools.soak_clients import page_client
 from explorer.ui import jobs
 
 
 @pytest.fixture(scope="module")
 def client():
     with served_app() as (_, url):
-        yield Client(url, verbose=False)
+        yield page_client(url)
 
 
 def test_beam_search_yields_between_its_steps(tiny_target):

@@ -7,9 +7,9 @@ import logging
 
 import pytest
 from conftest_ui import served_app
-from gradio_client import Client
 
 from explorer.cli import main
+from explorer.tools.soak_clients import page_client
 
 HUGE = "x" * 100_000
 ODD = ["\u202e\u0000abc", "🙂" * 500, "\ud800", HUGE, "9" * 5000, "-1", "nan", "1e400"]
@@ -23,7 +23,7 @@ API = [("prompt", "abc"), ("method", "speculative"), ("draft", "model:tiny-rando
 @pytest.fixture(scope="module")
 def client():
     with served_app() as (_, url):
-        yield Client(url, verbose=False)
+        yield page_client(url)
 
 
 def one_line(message: str) -> None:

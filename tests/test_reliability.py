@@ -210,6 +210,28 @@ def test_upload_folders_are_trimmed_to_their_budget(tmp_path):
     assert not (traces / "s" / "old.json").exists() and not (gradio / "hash0").exists()  # empty folders go too
 
 
+def test_the_trim_follows_no_link_and_deletes_none(tmp_path):
+    """A link in the upload folder (to a file or a folder elsewhere) is neither counted nor deleted, nor is what it
+    points at: the trim walks the folders themselves, and nothing outside them is its to delete."""
+    import os
+    import time
+
+    from explorer.ui import disk
+
+    outside, gradio = tmp_path / "outside", tmp_path / "gradio"
+    (outside / "inner").mkdir(parents=True)
+    (outside / "big.bin").write_bytes(b"z" * 5000)
+    (outside / "inner" / "old.bin").write_bytes(b"z" * 5000)
+    os.utime(outside / "inner" / "old.bin", (time.time() - 2 * disk.MAX_AGE_S,) * 2)
+    (gradio / "hash").mkdir(parents=True)
+    (gradio / "hash" / "mine.json").write_bytes(b"x" * 100)
+    (gradio / "hash" / "to-a-file").symlink_to(outside / "big.bin")
+    (gradio / "to-a-folder").symlink_to(outside / "inner", target_is_directory=True)
+    assert disk.trim([gradio], budget=1000) == 100  # only the folder's own file is counted
+    assert (outside / "big.bin").exists() and (outside / "inner" / "old.bin").exists()
+    assert (gradio / "hash" / "to-a-file").is_symlink() and (gradio / "hash" / "mine.json").exists()
+
+
 def test_the_served_app_trims_and_a_closed_page_loses_its_copies(monkeypatch, tmp_path):
     import os
     import time

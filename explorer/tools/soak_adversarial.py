@@ -30,6 +30,7 @@ import time
 
 from . import soak, soak_long_jobs
 from .forged_traces import oversized_trace_texts, worst_trace_texts
+from .soak_clients import page_client
 from .soak_server import rounded, rss_mb, served, set_offline_env
 from ..limits import MAX_TRACE_BYTES, MAX_UPLOAD_BYTES
 
@@ -53,11 +54,9 @@ def idle_after(start: float) -> float | None:
 
 
 def cancels(url: str, model: str, progress) -> list[dict]:
-    from gradio_client import Client
-
     from ..ui import jobs
 
-    client = Client(url, verbose=False, download_files=False)
+    client = page_client(url, download_files=False)
     rows = []
     for method, draft, width_or_gamma, tokens in CANCELS:
         jobs.WORK.most = jobs.WORK.busy
@@ -195,8 +194,6 @@ def mcp_privacy(url: str, model: str, progress) -> dict:
     import importlib.util
 
     import explorer
-    from gradio_client import Client
-
     if importlib.util.find_spec("mcp") is None:
         progress("MCP privacy: skipped (the mcp package, gradio[mcp], is not installed)")
         return {"skipped": "the mcp package is not installed"}
@@ -205,7 +202,7 @@ def mcp_privacy(url: str, model: str, progress) -> dict:
     leaked = sum(1 for r in second.rounds if len(r.detail.get("matched", ())) > 4 and any(
         answer[i:i + len(r.detail["matched"])] == list(r.detail["matched"]) for i in range(len(answer)))
         and r.detail.get("source") == "history")
-    client = Client(url, verbose=False, download_files=False)
+    client = page_client(url, download_files=False)
     runs = [explorer.load_trace(client.predict(PRIVATE, "suffix", "", 4, 0.0, 24, 0, model, api_name="/decode"))
             for _ in range(2)]
     row = {"same_output": first.output_ids == second.output_ids,
@@ -238,15 +235,13 @@ def run(model: str = "tiny-random:1", host: str = "127.0.0.1", progress=None) ->
 
     import gc
 
-    from gradio_client import Client
-
     progress = progress or (lambda line: None)
     host = soak.check_host(host)
     set_offline_env()
     started = time.perf_counter()
     with served(host) as (demo, url):
         # warm: the models loaded and every kind of job run once, so what follows measures growth, not start-up
-        warm = Client(url, verbose=False, download_files=False)
+        warm = page_client(url, download_files=False)
         for method, draft, width_or_gamma, _ in CANCELS:
             warm.predict("abc", method, draft, width_or_gamma, 0.0, 8, 0, model, api_name="/decode")
         gc.collect()

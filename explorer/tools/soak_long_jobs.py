@@ -19,6 +19,8 @@ import threading
 import time
 import uuid
 
+from .soak_clients import page_client
+
 RUNS = 2000
 EVERY_S = 2.0  # the other client's one-token decodes, one every this often
 SHORT_WITHIN_S = 5.0
@@ -83,11 +85,9 @@ def audit_event(demo, model: str) -> tuple[int, list]:
 def two_tab_audit(demo, url: str, model: str, progress, probe_s: float | None = None) -> dict:
     """Two tabs audit; another client decodes one token every ``EVERY_S`` meanwhile (for ``probe_s``, by default
     ``PROBE_S``); then the tabs close."""
-    from gradio_client import Client
-
     from ..ui import jobs
 
-    client = Client(url, verbose=False, download_files=False)
+    client = page_client(url, download_files=False)
     # warm, as the soak warms every kind of job: not what is measured. The first `quantized` start in a process builds
     # the target's 4-bit copy under the load lock, and a decode arriving then waits for it (7.2 s with the default)
     for method, draft in (("ar", None), ("quantized", "int4")):

@@ -11,6 +11,7 @@ most ``MAX_UPLOAD_BYTES`` together. When a page closes, Gradio's copies of its t
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from pathlib import Path
@@ -36,14 +37,7 @@ def trim(folders: list[Path], budget: int = MAX_UPLOAD_BYTES, max_age: float = M
     now = time.time() if now is None else now
     files = []
     for folder in folders:
-        if folder.is_dir():
-            for path in folder.rglob("*"):
-                try:
-                    if path.is_file() and not path.is_symlink():
-                        stat = path.stat()
-                        files.append((stat.st_mtime, stat.st_size, path))
-                except OSError:  # gone meanwhile
-                    continue
+        files.extend(_files(folder))
     files.sort()
     held = sum(size for _, size, _ in files)
     for mtime, size, path in files:
@@ -56,6 +50,28 @@ def trim(folders: list[Path], budget: int = MAX_UPLOAD_BYTES, max_age: float = M
         except OSError:
             continue
     return held
+
+
+def _files(folder: Path) -> list[tuple[float, int, Path]]:
+    """(modified, bytes, path) of every plain file under ``folder``; links are not followed. ``os.scandir`` reads an
+    entry's type with the folder and stats it once: ``Path.rglob`` with ``is_file``, ``is_symlink`` and ``stat`` made
+    four calls a file, and the trim of two workers' folders cost 25 s of CPU in one run of the suite."""
+    found, folders = [], [folder]
+    while folders:
+        try:
+            with os.scandir(folders.pop()) as entries:
+                for entry in entries:
+                    try:
+                        if entry.is_dir(follow_symlinks=False):
+                            folders.append(entry.path)
+                        elif entry.is_file(follow_symlinks=False):
+                            stat = entry.stat(follow_symlinks=False)
+                            found.append((stat.st_mtime, stat.st_size, Path(entry.path)))
+                    except OSError:  # gone meanwhile
+                        continue
+        except OSError:  # not a folder, or gone meanwhile
+            continue
+    return found
 
 
 def _remove_empty(folder: Path, roots: list[Path]) -> None:
