@@ -194,6 +194,7 @@ def mcp_privacy(url: str, model: str, progress) -> dict:
     import importlib.util
 
     import explorer
+
     if importlib.util.find_spec("mcp") is None:
         progress("MCP privacy: skipped (the mcp package, gradio[mcp], is not installed)")
         return {"skipped": "the mcp package is not installed"}
