@@ -54,3 +54,46 @@ def test_the_worst_legal_traces_upload_and_step_quickly(browser, url, tmp_path):
     context.close()
     ARTIFACTS.mkdir(exist_ok=True)
     (ARTIFACTS / "worst-traces.json").write_text(json.dumps(timings, indent=1))
+
+
+# Gradio's Plotly as it loads (``window.Plotly = …``), its draws counted by figure before the page wraps them
+COUNT_DRAWS_JS = """
+Object.defineProperty(window, 'Plotly', {configurable: true, get: () => undefined, set(plotly) {
+  const react = plotly.react;
+  window.__draws = [];
+  plotly.react = function (gd, ...figure) {
+    window.__draws.push(gd.closest('[id]') ? gd.closest('[id]').id : '?');
+    return react.call(this, gd, ...figure);
+  };
+  Object.defineProperty(window, 'Plotly', {value: plotly, writable: true, configurable: true});
+}});
+"""
+
+
+def test_a_round_step_draws_each_new_figure_once(browser, url):
+    """Gradio mounts a new element for each new figure and drew it first in the element it replaces (#50: each
+    figure of a round step drawn twice, half the browser's work of a step): the page draws it once."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    page.add_init_script(COUNT_DRAWS_JS)
+    page.goto(url)
+    page.wait_for_selector("#run")
+    page.click("#tab-traces-button")
+    page.set_input_files(UPLOAD, str(Path(__file__).parent / "data" / "trace_bild.json"))
+    page.click("#tab-watch-button")
+    expect(page.locator("#status")).to_contain_text("Replaying an uploaded trace")
+    box = page.locator("#round-slider input[type=number]")
+    for _ in range(3):
+        expect(page.locator("#view-bild-events .js-plotly-plot")).to_have_count(1)
+        page.wait_for_function("() => window.__figuresSettled && window.__figuresSettled()")
+        before, drawn = box.input_value(), page.evaluate("() => window.__draws.length")
+        page.click("#next-round")
+        expect(box).not_to_have_value(before)
+        # the round's figures (its detail, BiLD's events, and acceptance with the round marked) each change
+        page.wait_for_function("n => ['round-detail', 'view-bild-events', 'view-acceptance'].every(id => "
+                               "window.__draws.slice(n).includes(id))", arg=drawn)
+        page.wait_for_function("() => window.__figuresSettled && window.__figuresSettled()")
+        page.wait_for_timeout(300)  # a second draw, were there one, comes 0.1-0.2 s after the first
+        draws = page.evaluate("n => window.__draws.slice(n)", drawn)
+        assert all(draws.count(figure) == 1 for figure in set(draws)), draws
+    context.close()

@@ -275,9 +275,35 @@
     sized.then(() => makeRoom(gd)).catch(e => console.warn('figure', e));
   };
 
+  // Each figure drawn once. Gradio's Plot mounts a new element for every new figure (its child is keyed on the
+  // value), but the element it replaces is handed the new figure first and draws it (Plotly.react, then
+  // Plots.resize) before it is removed: each figure of a round step was drawn twice, the first time for nothing
+  // (#50). A drawn element handed a figure waits one turn of the event loop, and draws only if it is still on
+  // the page (were it kept, as a Gradio that stops replacing it would, the figure is drawn a moment later).
+  const drawOnce = () => {
+    const P = window.Plotly;
+    if (!P || P.__drawOnce) return;
+    P.__drawOnce = true;
+    const react = P.react, resize = P.Plots.resize;
+    P.react = function (gd, ...figure) {
+      if (!gd || !gd._fullLayout) return react.call(this, gd, ...figure);
+      gd.__waiting = true;  // its resize, called right after, waits with it
+      return new Promise(resolve => setTimeout(() => {
+        gd.__waiting = false;
+        if (!gd.isConnected) { resolve(gd); return; }
+        Promise.resolve(react.call(P, gd, ...figure)).then(() => resize.call(P.Plots, gd)).then(() => resolve(gd),
+          e => { console.warn('figure', e); resolve(gd); });
+      }, 0));
+    };
+    P.Plots.resize = function (gd) {
+      return gd && gd.__waiting ? Promise.resolve(gd) : resize.apply(this, arguments);
+    };
+  };
+
   let pending = null, scanned = null;  // scanned: whether the last pass laid figures out for a phone
   const scan = () => {
     pending = null;
+    drawOnce();  // Plotly is loaded with the first figure Gradio draws
     const narrow = window.innerWidth <= NARROW;
     if (scanned !== null && narrow !== scanned) {  // the window crossed NARROW: every figure laid out for the other
       document.querySelectorAll('.js-plotly-plot').forEach(gd => { if (gd.__drawn && gd.layout && gd.layout.__narrow) gd.__stale = true; });
