@@ -83,7 +83,7 @@ def test_a_round_step_draws_each_new_figure_once(browser, url):
     page.click("#tab-watch-button")
     expect(page.locator("#status")).to_contain_text("Replaying an uploaded trace")
     box = page.locator("#round-slider input[type=number]")
-    for _ in range(3):
+    for _ in range(2):
         expect(page.locator("#view-bild-events .js-plotly-plot")).to_have_count(1)
         page.wait_for_function("() => window.__figuresSettled && window.__figuresSettled()")
         before, drawn = box.input_value(), page.evaluate("() => window.__draws.length")
