@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import time
 from pathlib import Path
 
@@ -15,13 +14,11 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
+# Debian's Chromium with the switches the tests drive it with, the Traces tab's upload input, a free local port: shared
+# with the measurement of a round step's cost (``python -m explorer.tools.step_cost``)
+from explorer.tools.step_cost import CHROMIUM, CHROMIUM_ARGS, UPLOAD_INPUT, free_port  # noqa: E402, F401
 
-# Debian's Chromium (never a downloaded browser), headless, with nothing reaching out of the machine
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"]
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"  # screenshots, timings (git-ignored)
-UPLOAD_INPUT = "xpath=//button[@id='trace-upload']/preceding-sibling::input[@type='file'][1]"
 DECODE_TIMEOUT_MS = 240_000  # the default model on a busy 2-core CPU
 
 
@@ -30,12 +27,6 @@ def busy_seconds(window: float = 1.0) -> float:
     start = time.process_time()
     time.sleep(window)
     return time.process_time() - start
-
-
-def free_port() -> int:
-    with contextlib.closing(socket.socket()) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @contextlib.contextmanager

@@ -9,12 +9,12 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest_ui import CHROMIUM
+from conftest_ui import CHROMIUM, UPLOAD_INPUT
 
 from explorer.tools.forged_traces import worst_trace_texts
+from explorer.tools.step_cost import replay, step
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
-UPLOAD = "xpath=//button[@id='trace-upload']/preceding-sibling::input[@type='file'][1]"
 STEP_BOUND_S = 8.0  # on a busy 2-core machine; a few tenths of a second here when quiet
 
 if not CHROMIUM.exists():
@@ -34,7 +34,7 @@ def test_the_worst_legal_traces_upload_and_step_quickly(browser, url, tmp_path):
         path.write_text(text)
         page.click("#tab-traces-button")
         started = time.perf_counter()
-        page.set_input_files(UPLOAD, str(path))
+        page.set_input_files(UPLOAD_INPUT, str(path))
         page.click("#tab-watch-button")
         expect(page.locator("#status")).to_contain_text("Replaying an uploaded trace", timeout=120_000)
         shown = time.perf_counter() - started
@@ -78,17 +78,11 @@ def test_a_round_step_draws_each_new_figure_once(browser, url):
     page.add_init_script(COUNT_DRAWS_JS)
     page.goto(url)
     page.wait_for_selector("#run")
-    page.click("#tab-traces-button")
-    page.set_input_files(UPLOAD, str(Path(__file__).parent / "data" / "trace_bild.json"))
-    page.click("#tab-watch-button")
-    expect(page.locator("#status")).to_contain_text("Replaying an uploaded trace")
-    box = page.locator("#round-slider input[type=number]")
+    replay(page, Path(__file__).parent / "data" / "trace_bild.json")  # as ``python -m explorer.tools.step_cost`` does
     for _ in range(2):
         expect(page.locator("#view-bild-events .js-plotly-plot")).to_have_count(1)
-        page.wait_for_function("() => window.__figuresSettled && window.__figuresSettled()")
-        before, drawn = box.input_value(), page.evaluate("() => window.__draws.length")
-        page.click("#next-round")
-        expect(box).not_to_have_value(before)
+        drawn = page.evaluate("() => window.__draws.length")
+        step(page)
         # the round's figures (its detail, BiLD's events, and acceptance with the round marked) each change
         page.wait_for_function("n => ['round-detail', 'view-bild-events', 'view-acceptance'].every(id => "
                                "window.__draws.slice(n).includes(id))", arg=drawn)
