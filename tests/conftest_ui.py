@@ -14,9 +14,10 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
-# Debian's Chromium with the switches the tests drive it with, the Traces tab's upload input, a free local port: shared
-# with the measurement of a round step's cost (``python -m explorer.tools.step_cost``)
-from explorer.tools.step_cost import CHROMIUM, CHROMIUM_ARGS, UPLOAD_INPUT, free_port  # noqa: E402, F401
+# Debian's Chromium with the switches the tests drive it with, the Traces tab's upload input, a free local port and the
+# page served on it: shared with the measurement of a round step's cost (``python -m explorer.tools.step_cost``)
+from explorer.tools.step_cost import (CHROMIUM, CHROMIUM_ARGS, SETTLED, UPLOAD_INPUT, free_port,  # noqa: E402, F401
+                                      served_page)
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"  # screenshots, timings (git-ignored)
 DECODE_TIMEOUT_MS = 240_000  # the default model on a busy 2-core CPU
@@ -33,15 +34,9 @@ def busy_seconds(window: float = 1.0) -> float:
 def served_app():
     """Launch the app as ``python app.py`` would (same theme and styles); yield (demo, base URL)."""
     import app
-    from explorer.ui import launch_options
 
-    port = free_port()
-    app.demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
-                    **launch_options())
-    try:
-        yield app.demo, f"http://127.0.0.1:{port}/"
-    finally:
-        app.demo.close()
+    with served_page(app.demo) as url:
+        yield app.demo, url
 
 
 # -- the page --------------------------------------------------------------------------------------------
@@ -156,7 +151,7 @@ FIGURE_TEXT_JS = (Path(__file__).parent / "figure_text.js").read_text(encoding="
 def wait_figures_settled(page, timeout: int = 30_000) -> None:
     """Wait until the page's layout pass (``explorer/ui/fit_figures.js``) has no scan pending and no Plotly
     relayout under way: its own signal, ``window.__figuresSettled()``, rather than a guessed delay."""
-    page.wait_for_function("() => window.__figuresSettled && window.__figuresSettled()", timeout=timeout)
+    page.wait_for_function(SETTLED, timeout=timeout)
 
 
 def figure_text_problems(page, settle_ms: int = 3000) -> list[str]:

@@ -12,7 +12,7 @@ import pytest
 from conftest_ui import CHROMIUM, UPLOAD_INPUT
 
 from explorer.tools.forged_traces import worst_trace_texts
-from explorer.tools.step_cost import replay, step
+from explorer.tools.step_cost import SETTLED, replay, step
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 STEP_BOUND_S = 8.0  # on a busy 2-core machine; a few tenths of a second here when quiet
@@ -86,7 +86,7 @@ def test_a_round_step_draws_each_new_figure_once(browser, url):
         # the round's figures (its detail, BiLD's events, and acceptance with the round marked) each change
         page.wait_for_function("n => ['round-detail', 'view-bild-events', 'view-acceptance'].every(id => "
                                "window.__draws.slice(n).includes(id))", arg=drawn)
-        page.wait_for_function("() => window.__figuresSettled && window.__figuresSettled()")
+        page.wait_for_function(SETTLED)
         page.wait_for_timeout(300)  # a second draw, were there one, comes 0.1-0.2 s after the first
         draws = page.evaluate("n => window.__draws.slice(n)", drawn)
         assert all(draws.count(figure) == 1 for figure in set(draws)), draws

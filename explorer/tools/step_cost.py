@@ -5,8 +5,10 @@ processes, from /proc) and this process's (the server's, and Playwright's client
 
     python -m explorer.tools.step_cost tests/data/trace_bild.json --steps 20
 
-Needs Playwright and ``/usr/bin/chromium`` (``requirements-test.txt``; ``apt-get install chromium``). The browser
-tests drive the same Chromium with the same switches, and upload and step the same way (``tests/conftest_ui.py``).
+Needs Playwright and ``/usr/bin/chromium`` (``requirements-test.txt``; ``apt-get install chromium``). Chromium's CPU
+is every Chromium process's on the machine: measure with no other browser (or test run) going. The browser tests
+serve the page and drive Chromium through this module (``tests/conftest_ui.py``), and the draw-once test uploads and
+steps through ``replay`` and ``step``.
 """
 
 from __future__ import annotations
@@ -37,11 +39,12 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def served_page():
-    """The page as ``python app.py`` serves it, on a free local port: yields its address."""
+def served_page(demo=None):
+    """``demo`` (by default the page as ``python app.py`` builds it) served as ``app.py`` serves it, on a free local
+    port, until the block ends: yields its address."""
     from explorer.ui import launch_options, serving_demo
 
-    demo = serving_demo()
+    demo = demo if demo is not None else serving_demo()
     port = free_port()
     demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True, **launch_options())
     try:
